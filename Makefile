@@ -1,0 +1,57 @@
+# llmops.serving: two entry points, `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+VENV := $(CURDIR)/.venv
+BIN := $(VENV)/bin
+COLLECTIONS := $(CURDIR)/.collections
+VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
+TARBALL := build/llmops-serving-$(VERSION).tar.gz
+INVENTORY ?= inventories/local
+
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: demo test venv system collection unit sanity lint integration engines clean
+
+demo: venv collection
+	ansible-playbook -i $(INVENTORY) playbooks/deploy.yml
+
+test: venv system collection
+	tests/run-all.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+# OS packages the test bed needs (sshd for the namespace hosts, systemd-nspawn).
+system:
+	tests/integration/install-system-packages.sh
+
+# Build the collection tarball and install it where ansible looks (ANSIBLE_COLLECTIONS_PATH).
+collection: venv
+	@mkdir -p build
+	rm -f build/llmops-serving-*.tar.gz
+	ansible-galaxy collection build --force --output-path build . >/dev/null
+	ansible-galaxy collection install --force -p $(COLLECTIONS) $(TARBALL) >/dev/null
+	@echo "installed $(TARBALL) into $(COLLECTIONS)"
+
+unit: venv
+	tests/run-all.sh unit
+
+sanity: venv
+	tests/run-all.sh sanity
+
+lint: venv
+	tests/run-all.sh lint
+
+integration: venv system collection
+	tests/run-all.sh integration
+
+engines: venv collection
+	tests/run-all.sh engines
+
+clean:
+	rm -rf build tests/output .pytest_cache

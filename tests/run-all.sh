@@ -22,16 +22,24 @@ stage_unit() {
 
 # ansible-test must run from .../ansible_collections/<ns>/<name>/: sanity runs on a copy
 # of the files git knows about (tracked and untracked-but-not-ignored).
+# SANITY_ARGS (e.g. a list of files, or "--test pylint") narrows the run.
 stage_sanity() {
-  local dest="$ROOT/build/sanity/ansible_collections/llmops/serving"
-  rm -rf "$ROOT/build/sanity" && mkdir -p "$dest"
+  mkdir -p "$ROOT/build"
+  local work
+  work=$(mktemp -d "$ROOT/build/sanity.XXXXXX")
+  local dest="$work/ansible_collections/llmops/serving"
+  mkdir -p "$dest"
   git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
     [ -e "$f" ] && printf '%s\0' "$f"
   done | tar --null -T - -cf - | tar -xf - -C "$dest"
   local cache="$HOME/.ansible/test/cache"
   mkdir -p "$cache"
   for v in 24_2 24_0 25_0; do cp tests/sanity/get_pip_standin.py "$cache/get_pip_$v.py"; done
-  (cd "$dest" && git init -q && git add -A && ansible-test sanity --local --python 3.11 --color no)
+  # shellcheck disable=SC2086
+  (cd "$dest" && git init -q && git add -A && ansible-test sanity --local --python 3.11 --color no ${SANITY_ARGS:-})
+  local rc=$?
+  rm -rf "$work"
+  return $rc
 }
 
 stage_lint() {

@@ -24,8 +24,9 @@ def main() -> int:
     sys.path.insert(0, bundled[0])
     from pip._internal.cli.main import main as pip_main  # pylint: disable=import-outside-toplevel
 
-    args = [bundled[0] if arg.startswith('pip==') else arg for arg in sys.argv[1:]]
-    return pip_main(['install', '--no-index', '--upgrade'] + args)
+    # get-pip's own options have no pip equivalent; the pinned pip comes from the bundle.
+    args = [bundled[0] if arg.startswith('pip==') else arg for arg in sys.argv[1:] if arg not in ('--no-setuptools', '--no-wheel')]
+    return pip_main(['install', '--upgrade'] + args)
 
 
 if __name__ == '__main__':

@@ -1,0 +1,60 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters that expose the launch-command rules of ``module_utils/_sglang_args.py`` to
+roles; each filter is documented in the YAML file of its name next to this one."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args as args
+
+
+def _wrap(function):
+    def filter_function(*positional, **named):
+        try:
+            return function(*positional, **named)
+        except args.LaunchArgsError as exc:
+            raise AnsibleFilterError(str(exc))
+    filter_function.__name__ = function.__name__
+    filter_function.__doc__ = function.__doc__
+    return filter_function
+
+
+def launch_argv(spec, version=None, options=None):
+    return args.build_argv(spec, version=version, options=options or None)
+
+
+def speculative_settings(speculative):
+    speculative = speculative or {}
+    return args.speculative_settings(speculative.get('depth'), speculative.get('num_steps'),
+                                     speculative.get('eagle_topk'), speculative.get('num_draft_tokens'))
+
+
+def launch_command(argv, python, engine='sglang', shim=None):
+    return args.launch_command(python, argv, engine=engine, shim=shim)
+
+
+def shell_join(argv):
+    if isinstance(argv, str):
+        raise args.LaunchArgsError('shell_join takes a list of arguments, got a string')
+    return args.shell_join(argv)
+
+
+def systemd_exec(argv):
+    return args.systemd_exec(argv)
+
+
+def env_file(env):
+    return args.render_env_file(env)
+
+
+class FilterModule:
+    def filters(self):
+        return {name: _wrap(function) for name, function in (
+            ('launch_argv', launch_argv),
+            ('speculative_settings', speculative_settings),
+            ('launch_command', launch_command),
+            ('shell_join', shell_join),
+            ('systemd_exec', systemd_exec),
+            ('env_file', env_file),
+        )}

@@ -1,0 +1,443 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Launch command of an inference server: the one place for
+
+* which flags each SGLang version accepts (``--cuda-graph-max-bs`` and the choices of
+  ``--speculative-algorithm`` differ between versions),
+* the speculative depth rule (depth D with top-k 1 is ``--speculative-num-steps D-1
+  --speculative-eagle-topk 1 --speculative-num-draft-tokens D``; vLLM gets the same
+  depth as ``--speculative-config``),
+* building the argv from a structured launch spec, checking it against the installed
+  server's own ``--help``, and rendering it inert for a shell, a systemd unit or an
+  environment file.
+
+No Ansible imports: used by the ``launch`` filters, the ``sglang_launch_check`` and
+``server_process`` modules and the unit tests alike.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+
+ENGINES = ('sglang', 'vllm')
+
+# ``python -m <module>`` that serves the OpenAI-compatible API, per engine.
+SERVER_MODULES = {
+    'sglang': 'sglang.launch_server',
+    'vllm': 'vllm.entrypoints.openai.api_server',
+}
+
+# Environment variable through which the API key reaches the server: the launcher shim
+# (roles/sglang_server/files/llmops_launch.py) moves it from the environment into the
+# server's own argv, so it never appears on a command line that ``ps`` or a log shows.
+API_KEY_ENV = 'LLMOPS_SERVER_API_KEY'
+
+# --speculative-algorithm has fixed argparse choices up to this version; later versions
+# take any string (checked by the server itself). The installed server's --help, when
+# known, overrides this table.
+FIXED_ALGORITHM_CHOICES_UNTIL = (0, 5, 17)
+SPECULATIVE_ALGORITHM_CHOICES = ('EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM')
+
+# --cuda-graph-max-bs: a flag of its own up to 0.5.13, a deprecated alias of
+# --cuda-graph-max-bs-decode in 0.5.15 and 0.5.17, gone in 0.5.23 (where argparse then
+# rejects it as an ambiguous prefix). From 0.5.15 on the decode flag is emitted.
+CUDA_GRAPH_DECODE_FLAG_SINCE = (0, 5, 15)
+
+# SGLang's own defaults when no --speculative-num-steps is given (Llama targets).
+SGLANG_SPEC_DEFAULTS_NOTE = 'SGLang then picks its own defaults (5/4/8 for Llama targets)'
+
+
+class LaunchArgsError(ValueError):
+    """A launch spec that cannot become a valid command line; the message says why."""
+
+
+def parse_version(version):
+    """``'0.5.15.post1'`` -> ``(0, 5, 15)``; ``None`` or unparsable -> ``None``."""
+    if version is None:
+        return None
+    match = re.match(r'\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?', str(version))
+    if not match:
+        return None
+    return tuple(int(part or 0) for part in match.groups())
+
+
+def algorithm_choices(version):
+    """The choices argparse enforces for --speculative-algorithm, or None (free string)."""
+    parsed = parse_version(version)
+    if parsed is not None and parsed <= FIXED_ALGORITHM_CHOICES_UNTIL:
+        return SPECULATIVE_ALGORITHM_CHOICES
+    return None
+
+
+def cuda_graph_max_bs_flag(version, flags=None):
+    """The flag that sets the largest decode CUDA-graph batch size for this server."""
+    if flags:
+        for flag in ('--cuda-graph-max-bs-decode', '--cuda-graph-max-bs'):
+            if flag in flags:
+                return flag
+    parsed = parse_version(version)
+    if parsed is not None and parsed >= CUDA_GRAPH_DECODE_FLAG_SINCE:
+        return '--cuda-graph-max-bs-decode'
+    return '--cuda-graph-max-bs'
+
+
+def _positive_int(name, value, minimum=1):
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise LaunchArgsError('%s must be an integer, got %r' % (name, value))
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise LaunchArgsError('%s must be an integer, got %r' % (name, value))
+    if number != value and str(number) != str(value).strip():
+        raise LaunchArgsError('%s must be an integer, got %r' % (name, value))
+    if number < minimum:
+        raise LaunchArgsError('%s must be at least %d, got %d' % (name, minimum, number))
+    return number
+
+
+def speculative_settings(depth=None, num_steps=None, eagle_topk=None, num_draft_tokens=None):
+    """Resolve the speculative shape from a depth or from explicit SGLang values.
+
+    Returns ``{'depth', 'num_steps', 'eagle_topk', 'num_draft_tokens'}``; all ``None``
+    when nothing is set (the server picks its defaults). ``depth`` is the number of
+    tokens one verify step can accept at most (= num_draft_tokens with top-k 1).
+    Raises LaunchArgsError with an explanation for inconsistent values.
+    """
+    depth = _positive_int('speculative depth', depth, minimum=2)
+    num_steps = _positive_int('speculative_num_steps', num_steps)
+    eagle_topk = _positive_int('speculative_eagle_topk', eagle_topk)
+    num_draft_tokens = _positive_int('speculative_num_draft_tokens', num_draft_tokens, minimum=2)
+
+    if depth is not None:
+        expected = {'num_steps': depth - 1, 'eagle_topk': 1, 'num_draft_tokens': depth}
+        given = {'num_steps': num_steps, 'eagle_topk': eagle_topk, 'num_draft_tokens': num_draft_tokens}
+        for key, value in given.items():
+            if value is not None and value != expected[key]:
+                raise LaunchArgsError(
+                    'speculative depth %d means num_steps %d, eagle_topk 1 and num_draft_tokens %d; '
+                    'speculative_%s %d contradicts it: set either the depth or the explicit values, not both'
+                    % (depth, depth - 1, depth, key, value))
+        return dict(expected, depth=depth)
+
+    if num_steps is None:
+        if eagle_topk is not None or num_draft_tokens is not None:
+            raise LaunchArgsError(
+                'speculative_eagle_topk and speculative_num_draft_tokens need speculative_num_steps too '
+                '(SGLang rejects them alone); set a speculative depth, or all three values')
+        return {'depth': None, 'num_steps': None, 'eagle_topk': None, 'num_draft_tokens': None}
+
+    if eagle_topk is None:
+        eagle_topk = 1
+    if eagle_topk == 1:
+        if num_draft_tokens is None:
+            num_draft_tokens = num_steps + 1
+        if num_draft_tokens != num_steps + 1:
+            raise LaunchArgsError(
+                'with speculative_eagle_topk 1, num_draft_tokens must be num_steps + 1 = %d, got %d '
+                '(SGLang would silently override it); for depth %d set speculative depth %d'
+                % (num_steps + 1, num_draft_tokens, num_draft_tokens, num_draft_tokens))
+        return {'depth': num_draft_tokens, 'num_steps': num_steps, 'eagle_topk': 1,
+                'num_draft_tokens': num_draft_tokens}
+
+    if num_draft_tokens is None:
+        raise LaunchArgsError(
+            'speculative_eagle_topk %d > 1 needs speculative_num_draft_tokens (at most num_steps * topk + 1 = %d)'
+            % (eagle_topk, num_steps * eagle_topk + 1))
+    if num_draft_tokens > num_steps * eagle_topk + 1:
+        raise LaunchArgsError(
+            'speculative_num_draft_tokens %d exceeds num_steps * eagle_topk + 1 = %d * %d + 1 = %d: '
+            'the draft tree cannot hold that many tokens'
+            % (num_draft_tokens, num_steps, eagle_topk, num_steps * eagle_topk + 1))
+    return {'depth': None, 'num_steps': num_steps, 'eagle_topk': eagle_topk,
+            'num_draft_tokens': num_draft_tokens}
+
+
+def vllm_speculative_config(algorithm, draft_model_path, settings):
+    """vLLM's ``--speculative-config`` JSON for the same depth.
+
+    vLLM counts proposed tokens (its acceptance length is at most proposals + 1), SGLang
+    counts draft tokens including the verified root, so depth D is D - 1 proposals.
+    """
+    if settings.get('eagle_topk') not in (None, 1):
+        raise LaunchArgsError('vLLM drafts a chain (top-k 1); speculative_eagle_topk %s is SGLang-only'
+                              % settings['eagle_topk'])
+    config = {'method': str(algorithm).lower(), 'model': draft_model_path}
+    if settings.get('num_draft_tokens') is not None:
+        config['num_speculative_tokens'] = settings['num_draft_tokens'] - 1
+    return json.dumps(config, sort_keys=True, separators=(',', ':'))
+
+
+def _flag_value(value):
+    if isinstance(value, bool):
+        raise LaunchArgsError('internal: booleans are switches, not values')
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def extra_args_list(extra_args):
+    """``extra_args`` as argv items: a list is taken as is (one item per argument), a
+    dict maps flags to a value, ``true`` (a switch), ``false``/``null`` (left out) or a
+    list (the flag repeated)."""
+    if not extra_args:
+        return []
+    if isinstance(extra_args, (list, tuple)):
+        return [str(item) for item in extra_args]
+    if not isinstance(extra_args, dict):
+        raise LaunchArgsError('extra_args must be a list of arguments or a dict of flag: value, got %s'
+                              % type(extra_args).__name__)
+    argv = []
+    for flag, value in extra_args.items():
+        flag = str(flag)
+        if not flag.startswith('-'):
+            flag = '--' + flag.replace('_', '-')
+        if value is True:
+            argv.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                argv.extend([flag, _flag_value(item)])
+        else:
+            argv.extend([flag, _flag_value(value)])
+    return argv
+
+
+def build_argv(spec, version=None, options=None):
+    """The server's arguments (after ``python -m <module>``) for a launch ``spec``.
+
+    ``spec`` keys: engine (sglang|vllm), model_path (required), served_model_name,
+    tp_size, host, port, mem_fraction_static, max_running_requests, cuda_graph_max_bs,
+    enable_metrics, trust_remote_code, speculative (algorithm, draft_model_path, depth
+    or num_steps/eagle_topk/num_draft_tokens) and extra_args. ``version`` and
+    ``options`` (the installed server's ``parse_help``) select version-dependent flags;
+    with ``options`` the result is checked against them. The API key is never part of
+    the argv (see API_KEY_ENV).
+    """
+    spec = dict(spec or {})
+    engine = spec.get('engine') or 'sglang'
+    if engine not in ENGINES:
+        raise LaunchArgsError('engine must be one of %s, got %r' % (', '.join(ENGINES), engine))
+    if not spec.get('model_path'):
+        raise LaunchArgsError('model_path is required')
+    if 'api_key' in spec:
+        raise LaunchArgsError('api_key does not belong in the argv: it reaches the server through %s'
+                              % API_KEY_ENV)
+    sglang = engine == 'sglang'
+    argv = []
+
+    def add(flag, value):
+        if value is not None and value != '':
+            argv.extend([flag, _flag_value(value)])
+
+    add('--model-path' if sglang else '--model', spec['model_path'])
+    add('--served-model-name', spec.get('served_model_name'))
+    add('--tp-size' if sglang else '--tensor-parallel-size',
+        _positive_int('tp_size', spec.get('tp_size')))
+    add('--host', spec.get('host'))
+    add('--port', _positive_int('port', spec.get('port')))
+    fraction = spec.get('mem_fraction_static')
+    if fraction is not None:
+        try:
+            fraction = float(fraction)
+        except (TypeError, ValueError):
+            raise LaunchArgsError('mem_fraction_static must be a number, got %r' % (fraction,))
+        if not 0 < fraction < 1:
+            raise LaunchArgsError('mem_fraction_static must be between 0 and 1, got %s' % fraction)
+    add('--mem-fraction-static' if sglang else '--gpu-memory-utilization', fraction)
+    add('--max-running-requests' if sglang else '--max-num-seqs',
+        _positive_int('max_running_requests', spec.get('max_running_requests')))
+    if spec.get('cuda_graph_max_bs') is not None:
+        if not sglang:
+            raise LaunchArgsError('cuda_graph_max_bs is an SGLang setting; pass vLLM options in extra_args')
+        add(cuda_graph_max_bs_flag(version, options), _positive_int('cuda_graph_max_bs', spec['cuda_graph_max_bs']))
+    if spec.get('trust_remote_code'):
+        argv.append('--trust-remote-code')
+    if spec.get('enable_metrics') and sglang:
+        argv.append('--enable-metrics')
+
+    spec_dec = spec.get('speculative') or {}
+    algorithm = spec_dec.get('algorithm')
+    if algorithm:
+        draft = spec_dec.get('draft_model_path')
+        if not draft and str(algorithm).upper() not in ('NGRAM', 'NEXTN'):
+            raise LaunchArgsError('speculative algorithm %s needs a drafter: set speculative draft_model_path'
+                                  % algorithm)
+        settings = speculative_settings(spec_dec.get('depth'), spec_dec.get('num_steps'),
+                                        spec_dec.get('eagle_topk'), spec_dec.get('num_draft_tokens'))
+        if sglang:
+            choices = algorithm_choices(version) if options is None else None
+            if choices is not None and algorithm not in choices:
+                raise LaunchArgsError('SGLang %s accepts --speculative-algorithm %s, not %r'
+                                      % (version, '|'.join(choices), algorithm))
+            add('--speculative-algorithm', algorithm)
+            add('--speculative-draft-model-path', draft)
+            add('--speculative-num-steps', settings['num_steps'])
+            add('--speculative-eagle-topk', settings['eagle_topk'])
+            add('--speculative-num-draft-tokens', settings['num_draft_tokens'])
+        else:
+            add('--speculative-config', vllm_speculative_config(algorithm, draft, settings))
+    elif any(spec_dec.get(key) is not None for key in ('depth', 'num_steps', 'eagle_topk', 'num_draft_tokens')):
+        raise LaunchArgsError('speculative depth/steps are set but no speculative algorithm (e.g. EAGLE3)')
+
+    argv.extend(extra_args_list(spec.get('extra_args')))
+    if '--num-speculative-tokens' in argv and sglang:
+        raise LaunchArgsError('--num-speculative-tokens is a vLLM flag; SGLang has no such flag: '
+                              'set a speculative depth instead')
+    if options:
+        check_argv(argv, options, version=version, engine=engine)
+    return argv
+
+
+# An option line of argparse's help: two or more spaces, then the option strings
+# ("-h, --help", "--model-path MODEL_PATH, --model MODEL_PATH", "--x {a,b}"), then two
+# spaces or the end of the line before the description.
+_OPTION_LINE = re.compile(r'^ {2,}(-[^ ].*?)(?: {2,}|$)')
+_OPTION = re.compile(r'^(--?[A-Za-z0-9][\w.-]*)(?:[ =](\{[^}]*\}|\S+))?')
+
+
+def parse_help(text):
+    """The options of an argparse ``--help`` text.
+
+    Returns ``{option: {'takes_value': bool, 'choices': [..] or None}}`` for every
+    option string (aliases included).
+    """
+    options = {}
+    in_usage = False
+    for line in (text or '').splitlines():
+        if line.startswith('usage:'):
+            in_usage = True
+        elif in_usage and not line.startswith(' '):
+            in_usage = False
+        if in_usage:
+            continue
+        match = _OPTION_LINE.match(line)
+        if not match:
+            continue
+        for part in match.group(1).split(', '):
+            option = _OPTION.match(part.strip())
+            if not option:
+                continue
+            value = option.group(2)
+            choices = value[1:-1].split(',') if value and value.startswith('{') else None
+            options[option.group(1)] = {'takes_value': value is not None, 'choices': choices}
+    return options
+
+
+def check_argv(argv, options, version=None, engine='sglang'):
+    """Raise LaunchArgsError naming the first option of ``argv`` that the server whose
+    ``options`` (from ``parse_help``) are given would reject: an unknown flag (matched
+    exactly: argparse's prefix abbreviations are ambiguous across versions), a missing
+    value, or a value outside the option's choices."""
+    where = '%s %s' % (engine, version) if version else 'the installed %s' % engine
+    index = 0
+    while index < len(argv):
+        arg = str(argv[index])
+        index += 1
+        if not arg.startswith('-') or re.match(r'^-\d', arg):
+            continue  # a value (launch_server takes no positional arguments)
+        flag, has_inline, inline = arg.partition('=')
+        if flag not in options:
+            hint = difflib.get_close_matches(flag, sorted(options), n=1)
+            raise LaunchArgsError('unrecognized flag %s: %s does not accept it (not in its --help)%s'
+                                  % (flag, where, '; did you mean %s?' % hint[0] if hint else ''))
+        if not options[flag].get('takes_value'):
+            continue
+        if has_inline:
+            value = inline
+        elif index < len(argv):
+            value = str(argv[index])
+            index += 1
+        else:
+            raise LaunchArgsError('flag %s needs a value' % flag)
+        choices = options[flag].get('choices')
+        if choices and value not in choices:
+            raise LaunchArgsError('invalid value %r for %s: %s accepts %s'
+                                  % (value, flag, where, ', '.join(choices)))
+    return True
+
+
+def shell_join(argv):
+    """One shell-safe string: every item stays one literal argument, whatever it holds."""
+    return ' '.join(shlex.quote(str(arg)) for arg in argv)
+
+
+def systemd_quote(arg):
+    """One argv item for a systemd ExecStart= line: double-quoted, with ``\\`` and
+    ``"`` escaped, ``$`` and ``%`` doubled (no variable or specifier expansion)."""
+    arg = str(arg)
+    if '\n' in arg or '\r' in arg or '\x00' in arg:
+        raise LaunchArgsError('argument %r holds a line break or NUL, which a unit file cannot carry' % arg)
+    escaped = arg.replace('\\', '\\\\').replace('"', '\\"').replace('$', '$$').replace('%', '%%')
+    return '"%s"' % escaped
+
+
+def systemd_exec(argv):
+    """An ExecStart= command line from ``argv`` (the first item must be an absolute path)."""
+    argv = [str(arg) for arg in argv]
+    if not argv or not argv[0].startswith('/'):
+        raise LaunchArgsError('a systemd command must start with an absolute path, got %r'
+                              % (argv[0] if argv else None))
+    return ' '.join(systemd_quote(arg) for arg in argv)
+
+
+_ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+
+
+def render_env_file(env):
+    """``KEY="value"`` lines that systemd's EnvironmentFile=, a POSIX shell and
+    ``parse_env_file`` all read back to exactly ``env`` (sorted by name)."""
+    lines = []
+    for name in sorted(env or {}):
+        if not _ENV_NAME.match(str(name)):
+            raise LaunchArgsError('environment variable name %r is not valid' % (name,))
+        value = env[name]
+        value = '' if value is None else str(value)
+        if '\x00' in value or '\n' in value or '\r' in value:
+            raise LaunchArgsError('environment variable %s holds a line break or NUL byte' % name)
+        escaped = value.replace('\\', '\\\\').replace('"', '\\"').replace('$', '\\$').replace('`', '\\`')
+        lines.append('%s="%s"\n' % (name, escaped))
+    return ''.join(lines)
+
+
+_ESCAPES = {'\\': '\\', '"': '"', '$': '$', '`': '`'}
+
+
+def parse_env_file(text):
+    """The dict ``render_env_file`` wrote (comments and blank lines ignored)."""
+    env = {}
+    for number, line in enumerate((text or '').splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith('#'):
+            continue
+        name, sep, raw = line.partition('=')
+        name = name.strip()
+        if not sep or not _ENV_NAME.match(name):
+            raise LaunchArgsError('line %d of the environment file is not NAME=value' % number)
+        raw = raw.strip()
+        if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+            out = []
+            chars = iter(raw[1:-1])
+            for char in chars:
+                if char == '\\':
+                    nxt = next(chars, '')
+                    out.append(_ESCAPES.get(nxt, '\\' + nxt))
+                else:
+                    out.append(char)
+            env[name] = ''.join(out)
+        else:
+            env[name] = raw
+    return env
+
+
+def launch_command(python, argv, engine='sglang', shim=None):
+    """The full command: ``python [shim] -m-module argv``. With a shim (the launcher that
+    moves the API key from the environment into the server's argv) the module name is
+    the shim's first argument; without one it is ``python -m module``."""
+    module = SERVER_MODULES[engine]
+    head = [python, shim, module] if shim else [python, '-m', module]
+    return head + list(argv)

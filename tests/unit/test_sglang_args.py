@@ -1,0 +1,278 @@
+"""Tests of plugins/module_utils/_sglang_args.py: depth rule, version-aware flags,
+argv building, --help checking and inert rendering."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args as a
+
+HELP_0_5_15 = """usage: sglang serve [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]
+                    [--speculative-algorithm {EAGLE,EAGLE3,NEXTN,STANDALONE,NGRAM}]
+
+options:
+  -h, --help            show this help message and exit
+  --model-path MODEL_PATH, --model MODEL_PATH
+                        The path of the model weights.
+  --tp-size TP_SIZE, --tensor-parallel-size TP_SIZE
+                        The tensor parallelism size.
+  --host HOST           The host of the HTTP server.
+  --port PORT           The port of the HTTP server.
+  --enable-metrics      Enable log prometheus metrics.
+  --cuda-graph-max-bs CUDA_GRAPH_MAX_BS
+                        Deprecated alias of --cuda-graph-max-bs-decode.
+  --cuda-graph-max-bs-decode CUDA_GRAPH_MAX_BS_DECODE
+                        Set the maximum batch size for decode cuda graph.
+  --served-model-name SERVED_MODEL_NAME
+                        Override the model name.
+  --speculative-algorithm {EAGLE,EAGLE3,NEXTN,STANDALONE,NGRAM}
+                        Speculative algorithm.
+  --speculative-draft-model-path SPECULATIVE_DRAFT_MODEL_PATH
+                        The path of the draft model weights.
+  --speculative-num-steps SPECULATIVE_NUM_STEPS
+  --speculative-eagle-topk SPECULATIVE_EAGLE_TOPK
+  --speculative-num-draft-tokens SPECULATIVE_NUM_DRAFT_TOKENS
+"""
+
+
+@pytest.mark.parametrize('depth, steps', [(16, 15), (10, 9), (5, 4), (2, 1)])
+def test_depth_becomes_steps_topk_draft_tokens(depth, steps):
+    assert a.speculative_settings(depth=depth) == {
+        'depth': depth, 'num_steps': steps, 'eagle_topk': 1, 'num_draft_tokens': depth}
+
+
+@pytest.mark.parametrize('kwargs, expected', [
+    ({}, {'depth': None, 'num_steps': None, 'eagle_topk': None, 'num_draft_tokens': None}),
+    ({'num_steps': 9}, {'depth': 10, 'num_steps': 9, 'eagle_topk': 1, 'num_draft_tokens': 10}),
+    ({'num_steps': 4, 'eagle_topk': 1, 'num_draft_tokens': 5},
+     {'depth': 5, 'num_steps': 4, 'eagle_topk': 1, 'num_draft_tokens': 5}),
+    ({'num_steps': 5, 'eagle_topk': 4, 'num_draft_tokens': 8},
+     {'depth': None, 'num_steps': 5, 'eagle_topk': 4, 'num_draft_tokens': 8}),
+    ({'depth': 16, 'num_steps': 15, 'eagle_topk': 1, 'num_draft_tokens': 16},
+     {'depth': 16, 'num_steps': 15, 'eagle_topk': 1, 'num_draft_tokens': 16}),
+])
+def test_explicit_values_accepted(kwargs, expected):
+    assert a.speculative_settings(**kwargs) == expected
+
+
+@pytest.mark.parametrize('kwargs, words', [
+    ({'depth': 16, 'num_steps': 16}, ['depth 16', 'num_steps 15', 'contradicts']),
+    ({'depth': 10, 'eagle_topk': 4}, ['eagle_topk 1', 'contradicts']),
+    ({'eagle_topk': 1}, ['need speculative_num_steps']),
+    ({'num_draft_tokens': 8}, ['need speculative_num_steps']),
+    ({'num_steps': 4, 'eagle_topk': 1, 'num_draft_tokens': 8}, ['num_steps + 1 = 5', 'silently']),
+    ({'num_steps': 3, 'eagle_topk': 2, 'num_draft_tokens': 8}, ['3 * 2 + 1 = 7']),
+    ({'num_steps': 3, 'eagle_topk': 2}, ['needs speculative_num_draft_tokens']),
+    ({'depth': 1}, ['at least 2']),
+    ({'depth': 'ten'}, ['integer']),
+    ({'depth': True}, ['integer']),
+    ({'depth': 2.5}, ['integer']),
+])
+def test_inconsistent_values_rejected_with_explanation(kwargs, words):
+    with pytest.raises(a.LaunchArgsError) as err:
+        a.speculative_settings(**kwargs)
+    for word in words:
+        assert word in str(err.value)
+
+
+SPEC = {'model_path': '/models/target', 'served_model_name': 'llama', 'tp_size': 8,
+        'host': '127.0.0.1', 'port': 30000,
+        'speculative': {'algorithm': 'EAGLE3', 'draft_model_path': '/models/eagle3', 'depth': 16}}
+
+
+def test_sglang_argv_depth_16():
+    argv = a.build_argv(SPEC, version='0.5.15.post1')
+    assert argv == ['--model-path', '/models/target', '--served-model-name', 'llama', '--tp-size', '8',
+                    '--host', '127.0.0.1', '--port', '30000',
+                    '--speculative-algorithm', 'EAGLE3', '--speculative-draft-model-path', '/models/eagle3',
+                    '--speculative-num-steps', '15', '--speculative-eagle-topk', '1',
+                    '--speculative-num-draft-tokens', '16']
+    assert '--num-speculative-tokens' not in argv
+
+
+def test_vllm_argv_speculative_config_from_same_depth():
+    argv = a.build_argv(dict(SPEC, engine='vllm', mem_fraction_static=0.5, max_running_requests=32))
+    assert argv[:2] == ['--model', '/models/target']
+    assert '--tensor-parallel-size' in argv and '--max-num-seqs' in argv and '--gpu-memory-utilization' in argv
+    config = json.loads(argv[argv.index('--speculative-config') + 1])
+    assert config == {'method': 'eagle3', 'model': '/models/eagle3', 'num_speculative_tokens': 15}
+    assert not any(arg.startswith('--speculative-num') for arg in argv)
+
+
+@pytest.mark.parametrize('version, flag', [
+    ('0.5.11', '--cuda-graph-max-bs'), ('0.5.13', '--cuda-graph-max-bs'),
+    ('0.5.15.post1', '--cuda-graph-max-bs-decode'), ('0.5.23', '--cuda-graph-max-bs-decode'),
+])
+def test_cuda_graph_flag_per_version(version, flag):
+    argv = a.build_argv({'model_path': 'm', 'cuda_graph_max_bs': 8}, version=version)
+    assert argv[-2:] == [flag, '8']
+
+
+def test_cuda_graph_flag_follows_help_when_known():
+    options = {'--model-path': {'takes_value': True}, '--cuda-graph-max-bs': {'takes_value': True}}
+    argv = a.build_argv({'model_path': 'm', 'cuda_graph_max_bs': 8}, version='0.5.15', options=options)
+    assert argv[-2:] == ['--cuda-graph-max-bs', '8']
+
+
+@pytest.mark.parametrize('version, accepted', [('0.5.11', False), ('0.5.23', True)])
+def test_algorithm_choices_per_version(version, accepted):
+    spec = {'model_path': 'm', 'speculative': {'algorithm': 'DFLASH', 'draft_model_path': 'd', 'depth': 5}}
+    if accepted:
+        assert 'DFLASH' in a.build_argv(spec, version=version)
+    else:
+        with pytest.raises(a.LaunchArgsError, match='EAGLE\\|EAGLE3'):
+            a.build_argv(spec, version=version)
+
+
+@pytest.mark.parametrize('spec, message', [
+    ({}, 'model_path is required'),
+    ({'model_path': 'm', 'engine': 'trt'}, 'engine must be one of'),
+    ({'model_path': 'm', 'api_key': 'x'}, 'does not belong in the argv'),
+    ({'model_path': 'm', 'speculative': {'depth': 5}}, 'no speculative algorithm'),
+    ({'model_path': 'm', 'speculative': {'algorithm': 'EAGLE3', 'depth': 5}}, 'needs a drafter'),
+    ({'model_path': 'm', 'mem_fraction_static': 1.5}, 'between 0 and 1'),
+    ({'model_path': 'm', 'port': 'http'}, 'port must be an integer'),
+    ({'model_path': 'm', 'extra_args': ['--num-speculative-tokens', '16']}, 'SGLang has no such flag'),
+    ({'model_path': 'm', 'extra_args': 'x'}, 'extra_args must be'),
+])
+def test_bad_specs_rejected(spec, message):
+    with pytest.raises(a.LaunchArgsError, match=message):
+        a.build_argv(spec)
+
+
+@pytest.mark.parametrize('extra, expected', [
+    (['--attention-backend', 'triton', '--enable-metrics'], ['--attention-backend', 'triton', '--enable-metrics']),
+    ({'attention_backend': 'triton', 'enable-metrics': True, 'x': False, '--cuda-graph-bs': [1, 2],
+      'disable_radix_cache': None},
+     ['--attention-backend', 'triton', '--enable-metrics', '--cuda-graph-bs', '1', '--cuda-graph-bs', '2']),
+    ({'mem-frac': 0.25}, ['--mem-frac', '0.25']),
+])
+def test_extra_args(extra, expected):
+    assert a.build_argv({'model_path': 'm', 'extra_args': extra})[2:] == expected
+
+
+def test_parse_help_options_and_choices():
+    options = a.parse_help(HELP_0_5_15)
+    assert options['--model-path'] == {'takes_value': True, 'choices': None}
+    assert options['--model'] == {'takes_value': True, 'choices': None}
+    assert options['--enable-metrics'] == {'takes_value': False, 'choices': None}
+    assert options['-h'] == {'takes_value': False, 'choices': None}
+    assert options['--speculative-algorithm']['choices'] == ['EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM']
+    assert '--tensor-parallel-size' in options and '--speculative-num-draft-tokens' in options
+
+
+def test_parse_help_of_a_real_argparse_parser():
+    code = ('import argparse; p = argparse.ArgumentParser(prog="sglang serve"); '
+            'p.add_argument("--model-path", "--model"); p.add_argument("--enable-metrics", action="store_true");'
+            'p.add_argument("--speculative-algorithm", choices=["EAGLE", "EAGLE3"], help="x" * 200);'
+            'p.add_argument("--a-very-long-option-name-that-wraps", type=int, help="y"); p.print_help()')
+    text = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
+    options = a.parse_help(text)
+    assert set(options) == {'-h', '--help', '--model-path', '--model', '--enable-metrics',
+                            '--speculative-algorithm', '--a-very-long-option-name-that-wraps'}
+    assert options['--speculative-algorithm']['choices'] == ['EAGLE', 'EAGLE3']
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--model-path', 'm', '--num-speculative-tokens', '16'], 'unrecognized flag --num-speculative-tokens'),
+    (['--model-path', 'm', '--cuda-graph-max-bs-dec', '8'], 'did you mean --cuda-graph-max-bs-decode'),
+    (['--model-path', 'm', '--speculative-algorithm', 'MEDUSA'], "invalid value 'MEDUSA'"),
+    (['--model-path', 'm', '--speculative-algorithm=MEDUSA'], "invalid value 'MEDUSA'"),
+    (['--model-path'], 'needs a value'),
+])
+def test_check_argv_names_the_bad_flag(argv, message):
+    with pytest.raises(a.LaunchArgsError, match=message):
+        a.check_argv(argv, a.parse_help(HELP_0_5_15), version='0.5.15.post1')
+
+
+def test_check_argv_values_that_look_like_flags():
+    options = a.parse_help(HELP_0_5_15)
+    assert a.check_argv(['--served-model-name', '--not-a-flag', '--enable-metrics', '--port', '-1'], options)
+
+
+def test_build_argv_checks_against_help():
+    with pytest.raises(a.LaunchArgsError, match='unrecognized flag --attention-backend'):
+        a.build_argv(dict(SPEC, extra_args=['--attention-backend', 'triton']), version='0.5.15.post1',
+                     options=a.parse_help(HELP_0_5_15))
+    assert a.build_argv(SPEC, version='0.5.15.post1', options=a.parse_help(HELP_0_5_15))
+
+
+NASTY = ['a b', "it's", 'say "hi"', 'x; rm -rf /', '$(touch /tmp/pwned)', '`id`', '$HOME', '%n', 'back\\slash',
+         '', '*', '--flag=1 2']
+
+
+@pytest.mark.parametrize('value', NASTY)
+def test_shell_join_keeps_one_literal_argument(value):
+    argv = ['printf', '%s\\0', value, 'end']
+    out = subprocess.run(['sh', '-c', a.shell_join(argv)], capture_output=True, check=True).stdout
+    assert out.split(b'\0') == [value.encode(), b'end', b'']
+    assert shlex.split(a.shell_join(argv)) == argv
+
+
+@pytest.mark.parametrize('value', NASTY)
+def test_systemd_quote_escapes(value):
+    quoted = a.systemd_quote(value)
+    assert quoted.startswith('"') and quoted.endswith('"')
+    assert _systemd_unquote(quoted) == value
+
+
+def _systemd_unquote(word):
+    # systemd's reading of one double-quoted ExecStart= word: \\ and \" are escapes,
+    # $$ and %% stand for $ and %; a lone $ or % would be expanded.
+    out, i, inner = [], 0, word[1:-1]
+    while i < len(inner):
+        pair = inner[i:i + 2]
+        if pair in ('\\\\', '\\"', '$$', '%%'):
+            out.append(pair[1])
+            i += 2
+        else:
+            assert inner[i] not in '$%"\\', 'unescaped %r in %r' % (inner[i], word)
+            out.append(inner[i])
+            i += 1
+    return ''.join(out)
+
+
+def test_systemd_exec_requires_absolute_path_and_single_lines():
+    assert a.systemd_exec(['/usr/bin/python3', '-m', 'x']) == '"/usr/bin/python3" "-m" "x"'
+    with pytest.raises(a.LaunchArgsError, match='absolute path'):
+        a.systemd_exec(['python3'])
+    with pytest.raises(a.LaunchArgsError, match='line break'):
+        a.systemd_exec(['/bin/x', 'a\nb'])
+
+
+@pytest.mark.parametrize('env', [
+    {}, {'NCCL_DEBUG': 'WARN', 'CUDA_VISIBLE_DEVICES': '0,1,2,3'},
+    {'K': 'a "quoted" $value `cmd` \\ back', 'EMPTY': '', 'NUM': 8},
+])
+def test_env_file_round_trip(env, tmp_path):
+    text = a.render_env_file(env)
+    assert a.parse_env_file(text) == {k: str(v) for k, v in env.items()}
+    # A shell reading the same file gets the same values (systemd's quoting is a subset).
+    path = tmp_path / 'env'
+    path.write_text(text)
+    for name, value in env.items():
+        out = subprocess.run(['sh', '-c', '. "$1"; printf %%s "$%s"' % name, 'sh', str(path)],
+                             capture_output=True, check=True).stdout.decode()
+        assert out == str(value)
+
+
+@pytest.mark.parametrize('env', [{'1BAD': 'x'}, {'A-B': 'x'}, {'A': 'x\x00'}, {'A': 'two\nlines'}])
+def test_env_file_rejects_bad_entries(env):
+    with pytest.raises(a.LaunchArgsError):
+        a.render_env_file(env)
+
+
+def test_launch_command_with_and_without_shim():
+    assert a.launch_command('/py', ['--x'], engine='vllm') == ['/py', '-m', 'vllm.entrypoints.openai.api_server', '--x']
+    assert a.launch_command('/py', ['--x'], shim='/s.py') == ['/py', '/s.py', 'sglang.launch_server', '--x']
+
+
+@pytest.mark.parametrize('text, expected', [
+    ('0.5.15.post1', (0, 5, 15)), ('v0.5.23', (0, 5, 23)), ('1', (1, 0, 0)), ('dev', None), (None, None)])
+def test_parse_version(text, expected):
+    assert a.parse_version(text) == expected

@@ -1,0 +1,143 @@
+"""Process identity and signalling of plugins/module_utils/_procs.py, with real child processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import _procs as procs
+
+HOLDER = ('import signal, sys, time\n'
+          'if sys.argv[1] == "ignore": signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
+          'print("ready", flush=True)\n'
+          'time.sleep(120)\n')
+
+
+@pytest.fixture
+def spawn():
+    children = []
+
+    def start(mode='honour', tag='llmops-test-holder'):
+        child = subprocess.Popen([sys.executable, '-c', HOLDER, mode, tag], stdout=subprocess.PIPE)
+        children.append(child)
+        assert child.stdout.readline() == b'ready\n'  # signal disposition is set from here on
+        return child
+    yield start
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        child.stdout.close()
+
+
+def write_fake_proc(root, pid, comm, state='S', starttime=123456, cmdline=b'python3\x00train.py\x00--lr\x001\x00'):
+    base = root / str(pid)
+    base.mkdir()
+    fields = [state] + ['0'] * 18 + [str(starttime)] + ['0'] * 30
+    (base / 'stat').write_text('%d (%s) %s\n' % (pid, comm, ' '.join(fields)))
+    (base / 'cmdline').write_bytes(cmdline)
+
+
+def test_read_own_process():
+    me = procs.read_process(os.getpid())
+    assert me.pid == os.getpid() and me.state in ('R', 'S')
+    assert 'pytest' in me.command
+    assert me.uid == os.getuid() and me.user and me.starttime > 0
+    again = procs.read_process(os.getpid())
+    assert me.same_process(again)
+
+
+@pytest.mark.parametrize('comm', ['python3', 'sglang::sched (x) y', ') (', 'a b c'])
+def test_read_fake_proc_with_odd_comm(tmp_path, comm):
+    write_fake_proc(tmp_path, 4242, comm)
+    info = procs.read_process(4242, str(tmp_path))
+    assert info.starttime == 123456 and info.state == 'S'
+    assert info.cmdline == ('python3', 'train.py', '--lr', '1')
+    assert info.command == 'python3 train.py --lr 1'
+
+
+def test_invisible_and_zombie(tmp_path):
+    assert procs.read_process(999999, str(tmp_path)) is None
+    write_fake_proc(tmp_path, 77, 'python3', state='Z', cmdline=b'')
+    zombie = procs.read_process(77, str(tmp_path))
+    assert zombie.exited and zombie.cmdline == ()
+
+
+@pytest.mark.parametrize('command, patterns, expected', [
+    ('python3 train.py --lr 1', [r'train\.py'], r'train\.py'),
+    ('python3 train.py --lr 1', [r'^train'], None),
+    ('sglang::scheduler_TP0', [r'serve', r'^sglang::'], r'^sglang::'),
+    ('python3 -m sglang.launch_server --port 30000', [], None),
+])
+def test_matching_pattern(command, patterns, expected):
+    assert procs.matching_pattern(command, procs.compile_patterns(patterns)) == expected
+
+
+def test_invalid_pattern_is_named():
+    with pytest.raises(ValueError, match=r"'train\(' is not a valid regular expression"):
+        procs.compile_patterns(['ok', 'train('])
+
+
+def test_reused_pid_is_not_signalled(spawn):
+    child = spawn()
+    info = procs.read_process(child.pid)
+    stale = procs.ProcessInfo(info.pid, info.starttime - 1, info.cmdline, info.state, info.uid, info.user)
+    assert procs.send_if_same(stale, signal.SIGTERM) == 'reused'
+    other_cmdline = procs.ProcessInfo(info.pid, info.starttime, ('bash',), info.state, info.uid, info.user)
+    assert procs.send_if_same(other_cmdline, signal.SIGTERM) == 'reused'
+    assert child.poll() is None and procs.is_running(info)
+
+
+def test_stop_honours_term(spawn):
+    child = spawn('honour')
+    info = procs.read_process(child.pid)
+    start = time.monotonic()
+    result = procs.stop_processes([info], 'TERM', grace_period=20, kill_timeout=5, poll_interval=0.02)
+    assert result == [{'pid': child.pid, 'signals': ['TERM'], 'exited': True, 'outcome': 'exited'}]
+    assert time.monotonic() - start < 10
+    assert child.wait(5) == -signal.SIGTERM
+
+
+def test_stop_kills_after_grace_when_term_ignored(spawn):
+    ignoring, honouring = spawn('ignore'), spawn('honour')
+    targets = [procs.read_process(ignoring.pid), procs.read_process(honouring.pid)]
+    start = time.monotonic()
+    result = procs.stop_processes(targets, 'TERM', grace_period=0.5, kill_timeout=5, poll_interval=0.02)
+    elapsed = time.monotonic() - start
+    assert result[0] == {'pid': ignoring.pid, 'signals': ['TERM', 'KILL'], 'exited': True, 'outcome': 'exited'}
+    assert result[1]['signals'] == ['TERM'] and result[1]['exited']
+    assert 0.5 <= elapsed < 5
+    assert ignoring.wait(5) == -signal.SIGKILL
+
+
+def test_gone_before_signal(spawn):
+    child = spawn()
+    info = procs.read_process(child.pid)
+    child.kill()
+    child.wait()
+    assert procs.stop_processes([info], grace_period=1, kill_timeout=1) == [
+        {'pid': info.pid, 'signals': [], 'exited': True, 'outcome': 'gone before signal'}]
+
+
+@pytest.mark.parametrize('status, signals, outcome', [
+    ('sent', ['TERM', 'KILL'], 'survived KILL'),
+    ('denied', [], 'permission denied'),
+    ('reused', [], 'pid reused'),
+])
+def test_outcomes_when_process_stays(spawn, status, signals, outcome):
+    child = spawn()
+    info = procs.read_process(child.pid)
+    sent = []
+
+    def fake_send(target, signum, proc):
+        sent.append(signum)
+        return status
+    result = procs.stop_processes([info], grace_period=0.1, kill_timeout=0.1, poll_interval=0.02, send=fake_send)
+    assert result == [{'pid': child.pid, 'signals': signals, 'exited': False, 'outcome': outcome}]
+    assert child.poll() is None  # the fake sender sent nothing for real
+    assert sent == [signal.SIGTERM, signal.SIGKILL][:max(len(signals), 1)]

@@ -1,0 +1,354 @@
+#!/usr/bin/python
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: llm_benchmark
+short_description: Benchmark an LLM inference server with streamed requests
+version_added: 0.1.0
+description:
+  - Sends O(num_prompts) streamed requests to an SGLang (or any OpenAI-compatible)
+    server, at most O(concurrency) at a time, once per concurrency level, and reports
+    what C(sglang.bench_serving) reports - request and token throughput, time to first
+    token (TTFT), inter-token latency (ITL), time per output token (TPOT), end-to-end
+    latency (mean, p50, p90, p99) - plus the speculative decoding acceptance length and
+    the client's own CPU time.
+  - Acceptance length is the mean of the per-request figures when the server gives them
+    (SGLang C(/generate) C(meta_info)); else C(internal_states[0].avg_spec_accept_length)
+    from C(/get_server_info) when O(flush_cache=true) reset it before the run; else it is
+    derived from C(/metrics) (vLLM C(spec_decode_num_accepted_tokens_total) /
+    C(spec_decode_num_drafts_total) + 1 over the run, or SGLang's C(spec_accept_length)
+    gauge).
+  - Tokens are counted from the server's own cumulative figures on each streamed chunk,
+    so chunks that carry several tokens (speculative decoding) are counted correctly.
+  - Runs where the module runs; use C(delegate_to) to send the load from elsewhere.
+author:
+  - llmops.serving contributors
+requirements:
+  - requests (Python library) on the host that runs the module
+attributes:
+  check_mode:
+    support: none
+    description: Nothing is sent in check mode; the task is skipped.
+  diff_mode:
+    support: none
+    description: The module changes no configuration, so there is nothing to diff.
+  idempotent:
+    support: full
+    description: The module never reports a change; O(flush_cache) only empties the server's prefix cache.
+options:
+  url:
+    description: Base URL of the server, without a path, for example C(http://127.0.0.1:30000).
+    type: str
+    required: true
+  api:
+    description:
+      - V(completions) streams from the OpenAI-compatible C(/v1/completions) (any engine).
+      - V(generate) streams from SGLang's native C(/generate), which also reports the
+        acceptance length of every request.
+    type: str
+    choices: [completions, generate]
+    default: completions
+  model:
+    description:
+      - Model name sent with V(completions) requests. The first entry of C(/v1/models)
+        when omitted.
+    type: str
+  num_prompts:
+    description: Number of requests sent at each concurrency level.
+    type: int
+    default: 64
+  concurrency:
+    description: Requests in flight at once; one benchmark run per value, in order.
+    type: list
+    elements: int
+    default: [1, 8]
+  input_len:
+    description: Words per synthetic prompt (about one token each). Ignored with O(dataset).
+    type: int
+    default: 128
+  output_len:
+    description:
+      - Tokens generated per request (C(ignore_eos) makes the length exact); the default
+        for dataset lines that give no C(output_len).
+    type: int
+    default: 128
+  dataset:
+    description:
+      - Path of a JSONL file of prompts on the host that runs the module. Each line is
+        a JSON string or an object with C(prompt) and optionally C(output_len).
+      - Lines are shuffled with O(seed) and repeated up to O(num_prompts).
+    type: path
+  warmup_requests:
+    description: Requests sent once before the first run and not counted.
+    type: int
+    default: 2
+  flush_cache:
+    description:
+      - POST C(/flush_cache) before each run (SGLang only). It empties the prefix cache
+        and resets the server's acceptance-length counter, which otherwise includes
+        warm-up traffic.
+    type: bool
+    default: false
+  seed:
+    description: Seed for synthetic prompts and dataset order.
+    type: int
+    default: 0
+  temperature:
+    description: Sampling temperature of every request.
+    type: float
+    default: 0.0
+  timeout:
+    description: Seconds a request may wait for its next streamed chunk before it counts as failed.
+    type: float
+    default: 600
+  api_key:
+    description: Sent as C(Authorization: Bearer); the server's C(--api-key).
+    type: str
+  max_failed_ratio:
+    description:
+      - The task fails when more than this fraction of the requests of any run failed.
+        The results are still returned.
+    type: float
+    default: 0.0
+notes:
+  - The load generator is closed-loop (one thread per concurrent request, each with its
+    own HTTP session). Against a server that answers instantly it streams more than
+    20,000 tokens per second on one core; RV(runs[].client_cpu_utilisation) near 1.0
+    means the client, not the server, was the limit.
+seealso:
+  - module: llmops.serving.wait_for_llm_health
+"""
+
+EXAMPLES = r"""
+- name: Benchmark the local SGLang server at 1 and 8 concurrent requests
+  llmops.serving.llm_benchmark:
+    url: http://127.0.0.1:30000
+    api: generate
+    num_prompts: 64
+    concurrency: [1, 8]
+    input_len: 256
+    output_len: 256
+    flush_cache: true
+  register: bench
+
+- name: Show output throughput and acceptance per concurrency
+  ansible.builtin.debug:
+    msg: "{{ bench.runs | map(attribute='output_throughput') }} / {{ bench.runs | map(attribute='accept_length') }}"
+
+- name: Benchmark a vLLM server from the controller with a prompt file
+  llmops.serving.llm_benchmark:
+    url: http://gpu-node-1:8000
+    model: meta-llama/Llama-3.1-8B-Instruct
+    dataset: /srv/prompts.jsonl
+    concurrency: 16
+    api_key: "{{ vault_llm_api_key }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+runs:
+  description: One entry per concurrency level, in the order given.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    concurrency:
+      description: Requests in flight at once.
+      type: int
+      sample: 8
+    num_prompts:
+      description: Requests sent.
+      type: int
+      sample: 64
+    completed:
+      description: Requests that streamed to the end.
+      type: int
+      sample: 64
+    failed:
+      description: Requests that failed (HTTP error, timeout, broken stream).
+      type: int
+      sample: 0
+    errors:
+      description: Up to five distinct error messages of failed requests.
+      type: list
+      elements: str
+      sample: []
+    duration_s:
+      description: Wall-clock seconds from the first request sent to the last one finished.
+      type: float
+      sample: 12.5
+    request_throughput:
+      description: Completed requests per second.
+      type: float
+      sample: 5.12
+    input_tokens:
+      description: Prompt tokens as counted by the server (null when it did not say).
+      type: int
+      sample: 8192
+    output_tokens:
+      description: Generated tokens as counted by the server.
+      type: int
+      sample: 16384
+    output_throughput:
+      description: Generated tokens per second.
+      type: float
+      sample: 1310.7
+    total_throughput:
+      description: Prompt plus generated tokens per second.
+      type: float
+      sample: 1966.1
+    tokens_per_chunk:
+      description: Mean generated tokens per streamed chunk (above 1 with speculative decoding).
+      type: float
+      sample: 3.9
+    ttft_ms:
+      description: Time to first token in milliseconds, with keys C(mean), C(p50), C(p90), C(p99).
+      type: dict
+      sample: {"mean": 35.1, "p50": 33.0, "p90": 41.2, "p99": 60.3}
+    itl_ms:
+      description: Time between consecutive streamed chunks in milliseconds (as C(sglang.bench_serving)'s ITL).
+      type: dict
+      sample: {"mean": 20.0, "p50": 19.5, "p90": 22.0, "p99": 30.1}
+    tpot_ms:
+      description: Per request (end-to-end - TTFT) / (output tokens - 1), in milliseconds.
+      type: dict
+      sample: {"mean": 5.1, "p50": 5.0, "p90": 5.6, "p99": 6.0}
+    e2e_ms:
+      description: End-to-end request latency in milliseconds.
+      type: dict
+      sample: {"mean": 1340.0, "p50": 1322.0, "p90": 1410.0, "p99": 1502.0}
+    accept_length:
+      description: Mean speculative acceptance length (tokens per verify step); null without speculative decoding.
+      type: float
+      sample: 3.87
+    accept_length_source:
+      description: Where RV(runs[].accept_length) came from.
+      type: str
+      sample: per_request
+      choices: [per_request, server_info, metrics]
+    server_counters:
+      description:
+        - Increase of the server's own C(/metrics) counters over the run, where exposed -
+          C(generation_tokens), C(prompt_tokens), C(spec_verify_calls), C(spec_drafts),
+          C(spec_draft_tokens), C(spec_accepted_tokens).
+      type: dict
+      sample: {"generation_tokens": 16384.0, "prompt_tokens": 8192.0}
+    client_cpu_s:
+      description: CPU seconds the benchmark client used during the run.
+      type: float
+      sample: 0.4
+    client_cpu_ms_per_1k_tokens:
+      description: Client CPU milliseconds per 1,000 generated tokens.
+      type: float
+      sample: 24.4
+    client_cpu_utilisation:
+      description: Client CPU seconds per wall-clock second; near 1.0 means the client was the bottleneck.
+      type: float
+      sample: 0.03
+server:
+  description:
+    - What C(/get_server_info) said after the last run (version and the server's
+      arguments); empty when the server has no such endpoint (vLLM).
+  returned: success
+  type: dict
+  sample: {"version": "0.5.15.post1", "speculative_algorithm": "EAGLE3", "speculative_num_steps": 9}
+model:
+  description: Model name used for V(completions) requests.
+  returned: success
+  type: str
+  sample: /models/llama
+http_library:
+  description: HTTP library and version that sent the load.
+  returned: success
+  type: str
+  sample: requests 2.32.3
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.llmops.serving.plugins.module_utils import _benchmark
+
+
+def _server_args(info):
+    """Flat server arguments and version, without the bulky per-scheduler state."""
+    if not isinstance(info, dict):
+        return {}
+    return dict((k, v) for k, v in info.items() if k != 'internal_states')
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type='str', required=True),
+            api=dict(type='str', choices=list(_benchmark.APIS), default=_benchmark.API_COMPLETIONS),
+            model=dict(type='str'),
+            num_prompts=dict(type='int', default=64),
+            concurrency=dict(type='list', elements='int', default=[1, 8]),
+            input_len=dict(type='int', default=128),
+            output_len=dict(type='int', default=128),
+            dataset=dict(type='path'),
+            warmup_requests=dict(type='int', default=2),
+            flush_cache=dict(type='bool', default=False),
+            seed=dict(type='int', default=0),
+            temperature=dict(type='float', default=0.0),
+            timeout=dict(type='float', default=600.0),
+            api_key=dict(type='str', no_log=True),
+            max_failed_ratio=dict(type='float', default=0.0),
+        ),
+        supports_check_mode=False,
+    )
+    params = module.params
+    if _benchmark.requests is None:
+        module.fail_json(msg=missing_required_lib(
+            'requests', reason='to send benchmark load',
+            url='https://pypi.org/project/requests/')
+            + ' Or run the task where it is installed (delegate_to: localhost).')
+    for key in ('num_prompts', 'input_len', 'output_len'):
+        if params[key] < 1:
+            module.fail_json(msg='%s must be at least 1, got %d' % (key, params[key]))
+    if not params['concurrency'] or min(params['concurrency']) < 1:
+        module.fail_json(msg='concurrency must list values of at least 1, got %s' % params['concurrency'])
+    if not params['url'].startswith(('http://', 'https://')):
+        module.fail_json(msg='url must start with http:// or https://, got %s' % params['url'])
+
+    try:
+        if params['dataset']:
+            prompts = _benchmark.load_dataset(params['dataset'], params['num_prompts'], params['output_len'],
+                                              params['seed'])
+        else:
+            prompts = _benchmark.synthetic_prompts(params['num_prompts'], params['input_len'],
+                                                   params['output_len'], params['seed'])
+        client = _benchmark.Client(params['url'], api_key=params['api_key'], timeout=params['timeout'])
+        result = _benchmark.benchmark(
+            client, params['api'], prompts, params['concurrency'], model=params['model'],
+            warmup_requests=params['warmup_requests'], flush_cache=params['flush_cache'],
+            temperature=params['temperature'])
+    except (_benchmark.BenchmarkError, OSError) as exc:
+        module.fail_json(msg=str(exc))
+
+    output = dict(
+        changed=False,
+        runs=result['runs'],
+        server=_server_args(result['server_info']),
+        model=result['model'],
+        http_library='requests %s' % _benchmark.requests.__version__,
+    )
+    for run in result['runs']:
+        if run['client_cpu_utilisation'] is not None and run['client_cpu_utilisation'] > 0.9:
+            module.warn('at concurrency %d the benchmark client used %.0f%% of a CPU core: the figures may be '
+                        'limited by the client, not the server' % (run['concurrency'], 100 * run['client_cpu_utilisation']))
+    worst = max(result['runs'], key=lambda run: run['failed'] / float(run['num_prompts']))
+    if worst['failed'] > params['max_failed_ratio'] * worst['num_prompts']:
+        output['msg'] = ('%d of %d requests to %s failed at concurrency %d (max_failed_ratio %s): %s'
+                         % (worst['failed'], worst['num_prompts'], params['url'], worst['concurrency'],
+                            params['max_failed_ratio'], '; '.join(worst['errors'])))
+        module.fail_json(**output)
+    module.exit_json(**output)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,87 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of the llm_benchmark module (argument handling, result shape, failure policy)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.serving.plugins.module_utils import _benchmark as bm
+from ansible_collections.llmops.serving.plugins.modules import llm_benchmark
+
+from ansible_collections.llmops.serving.tests.unit.test_benchmark import FakeServer
+
+
+def run_module(capsys, args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            llm_benchmark.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_runs_against_a_server_and_hides_the_api_key(capsys):
+    with FakeServer(tokens_per_chunk=4, accept=2.0) as server:
+        code, result = run_module(capsys, {'url': server.url, 'api': 'generate', 'num_prompts': 4,
+                                           'concurrency': [1, 2], 'output_len': 8, 'flush_cache': True,
+                                           'api_key': 'tops3cret'})
+    assert code == 0 and result['changed'] is False
+    assert [(r['concurrency'], r['completed'], r['output_tokens'], r['accept_length']) for r in result['runs']] == [
+        (1, 4, 32, 2.0), (2, 4, 32, 2.0)]
+    assert result['server']['version'] == '0.5.15.post1' and 'internal_states' not in result['server']
+    assert result['http_library'].startswith('requests ')
+    assert 'tops3cret' not in json.dumps(result)
+
+
+def test_dataset_file(capsys, tmp_path):
+    dataset = tmp_path / 'p.jsonl'
+    dataset.write_text('{"prompt": "a b c", "output_len": 3}\n')
+    with FakeServer(tokens_per_chunk=1) as server:
+        code, result = run_module(capsys, {'url': server.url, 'model': 'm', 'dataset': str(dataset),
+                                           'num_prompts': 2, 'concurrency': [2], 'warmup_requests': 0})
+    assert code == 0 and result['runs'][0]['output_tokens'] == 6
+    assert [r[2]['prompt'] for r in server.requests if r[1] == '/v1/completions'] == ['a b c', 'a b c']
+
+
+@pytest.mark.parametrize('ratio, code', [(0.0, 1), (0.5, 0)])
+def test_max_failed_ratio(capsys, ratio, code):
+    with FakeServer(fail_every=4) as server:
+        rc, result = run_module(capsys, {'url': server.url, 'model': 'm', 'num_prompts': 8, 'concurrency': [1],
+                                         'output_len': 2, 'warmup_requests': 0, 'max_failed_ratio': ratio})
+    assert rc == code and result['runs'][0]['failed'] == 2
+    if code:
+        assert result['msg'] == ('2 of 8 requests to %s failed at concurrency 1 (max_failed_ratio 0.0): '
+                                 'HTTP 500: {"error": "overloaded"}' % server.url)
+
+
+@pytest.mark.parametrize('args, msg', [
+    ({'url': 'localhost:30000'}, 'url must start with http:// or https://, got localhost:30000'),
+    ({'url': 'http://x', 'num_prompts': 0}, 'num_prompts must be at least 1, got 0'),
+    ({'url': 'http://x', 'concurrency': [4, 0]}, 'concurrency must list values of at least 1'),
+    ({'url': 'http://x', 'dataset': '/nonexistent/p.jsonl'}, "No such file or directory: '/nonexistent/p.jsonl'"),
+])
+def test_bad_arguments_fail_with_a_clear_message(capsys, args, msg):
+    code, result = run_module(capsys, args)
+    assert code == 1 and msg in result['msg']
+
+
+def test_missing_requests_names_the_library_and_the_way_out(capsys, monkeypatch):
+    monkeypatch.setattr(bm, 'requests', None)
+    code, result = run_module(capsys, {'url': 'http://127.0.0.1:30000'})
+    assert code == 1
+    assert 'requests' in result['msg'] and 'delegate_to: localhost' in result['msg']
+
+
+def test_busy_client_warns(capsys, monkeypatch):
+    def fake(*args, **kwargs):
+        run = bm.aggregate([], 1.0, 8, 0.95)
+        run['num_prompts'] = 1
+        return {'runs': [run], 'server_info': None, 'model': 'm'}
+    monkeypatch.setattr(bm, 'benchmark', fake)
+    code, result = run_module(capsys, {'url': 'http://127.0.0.1:1', 'max_failed_ratio': 1.0})
+    assert code == 0
+    assert [w['event']['msg'] for w in result['warnings']] == [
+        'at concurrency 8 the benchmark client used 95% of a CPU core: the figures may be limited by the client, '
+        'not the server']

@@ -1,0 +1,334 @@
+# Copyright (c) llmops.serving maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What an engine loads from an EAGLE-3 drafter checkpoint (private: not an API).
+
+Everything here works on tensor *names and shapes* (from safetensors headers) and the
+drafter's config.json; nothing loads tensor data. Sources of the rules: SGLang
+``srt/models/llama_eagle3.py`` (<= 0.5.11: one ``midlayer``, unknown names skipped
+silently; >= 0.5.12, PR #24663: ``layers`` ModuleList, ``midlayer`` kept as an alias of
+``layers.0``), vLLM ``model_executor/models/llama_eagle3.py`` (``midlayer.`` renamed to
+``layers.0.``, every other unknown name is a ``KeyError``, a ``model.`` prefix included).
+
+Names are discussed in *canonical* form: without a ``model.`` prefix and with layer
+weights as ``layers.N.<rest>``. A checkpoint's own spelling (``midlayer.``, ``model.``)
+is kept in messages so that users can find the tensor.
+"""
+
+from __future__ import annotations
+
+import re
+
+ENGINES = ('sglang', 'vllm')
+LAYOUTS = ('auto', 'midlayer', 'layers')
+EAGLE3_ARCHITECTURE = 'LlamaForCausalLMEagle3'
+# Architectures each engine builds the EAGLE-3 drafter class for.
+ACCEPTED_ARCHITECTURES = {
+    'sglang': ('LlamaForCausalLMEagle3',),
+    'vllm': ('LlamaForCausalLMEagle3', 'Eagle3LlamaForCausalLM'),
+}
+SGLANG_LAYERS_VERSION = (0, 5, 12)  # first SGLang that loads layers.N. and >1 layer
+
+TOP_LEVEL = ('fc.weight', 'norm.weight', 'lm_head.weight', 'd2t', 't2d', 'embed_tokens.weight')
+# SGLang >= 0.5.12 also knows the optional per-aux-layer norms (legacy aux_norm_* names).
+SGLANG_FC_NORMS = ('fc_norm.0.weight', 'fc_norm.1.weight', 'fc_norm.2.weight',
+                   'aux_norm_low.weight', 'aux_norm_mid.weight', 'aux_norm_high.weight')
+LAYER_WEIGHTS = (
+    'self_attn.q_proj.weight', 'self_attn.k_proj.weight', 'self_attn.v_proj.weight',
+    'self_attn.o_proj.weight', 'mlp.gate_proj.weight', 'mlp.up_proj.weight',
+    'mlp.down_proj.weight', 'input_layernorm.weight', 'hidden_norm.weight',
+    'post_attention_layernorm.weight',
+)
+MIDLAYER = 'midlayer.'
+MODEL = 'model.'
+_LAYERS_RE = re.compile(r'^layers\.(\d+)\.(.*)$')
+
+
+def parse_version(text):
+    """'0.5.15.post1' -> (0, 5, 15); None for None or ''; ValueError when unreadable."""
+    if text is None or str(text).strip() == '':
+        return None
+    match = re.match(r'^v?(\d+)\.(\d+)(?:\.(\d+))?', str(text).strip())
+    if not match:
+        raise ValueError('engine_version %r is not a version such as 0.5.11' % (text,))
+    return tuple(int(part or 0) for part in match.groups())
+
+
+class Rules:
+    """The naming rules of one engine and version (version None: all versions)."""
+
+    def __init__(self, engine, version=None):
+        if engine not in ENGINES:
+            raise ValueError('engine %r is not one of %s' % (engine, ', '.join(ENGINES)))
+        self.engine = engine
+        self.version = version  # tuple or None
+        self.version_text = '.'.join(str(p) for p in version) if version else None
+
+    @property
+    def label(self):
+        name = 'SGLang' if self.engine == 'sglang' else 'vLLM'
+        if self.version is None:
+            return 'SGLang <= 0.5.11 (no engine_version given)' if self.engine == 'sglang' else name
+        return '%s %s' % (name, self.version_text)
+
+    @property
+    def strict(self):
+        """True when unknown names fail the load (vLLM) instead of being skipped (SGLang)."""
+        return self.engine == 'vllm'
+
+    @property
+    def loads_layers_names(self):
+        """Whether ``layers.N.`` names load. Without a version SGLang <= 0.5.11 counts."""
+        if self.engine == 'vllm':
+            return True
+        return self.version is not None and self.version >= SGLANG_LAYERS_VERSION
+
+    @property
+    def max_layers(self):
+        return None if self.loads_layers_names else 1
+
+    def loads_model_prefix(self, canonical):
+        """SGLang tries a name as is, then with ``model.`` in front; vLLM adds ``model.``
+        itself, so a checkpoint's own ``model.`` prefix never matches there."""
+        return self.engine == 'sglang' and canonical != 'lm_head.weight'
+
+    def known_top_level(self):
+        names = TOP_LEVEL
+        if self.engine == 'sglang' and self.loads_layers_names:
+            names += SGLANG_FC_NORMS
+        return names
+
+
+def split_name(name):
+    """(had_model_prefix, layer index or None, rest, layer spelling) of a tensor name.
+
+    ``layer spelling`` is 'midlayer', 'layers' or None.
+    """
+    had_model = name.startswith(MODEL)
+    base = name[len(MODEL):] if had_model else name
+    if base.startswith(MIDLAYER):
+        return had_model, 0, base[len(MIDLAYER):], 'midlayer'
+    match = _LAYERS_RE.match(base)
+    if match:
+        return had_model, int(match.group(1)), match.group(2), 'layers'
+    return had_model, None, base, None
+
+
+def canonical(name):
+    had_model, index, rest, spelling = split_name(name)
+    return rest if index is None else 'layers.%d.%s' % (index, rest)
+
+
+def detect_layout(names):
+    """'midlayer', 'layers', 'mixed' or 'none' for a collection of tensor names."""
+    spellings = {split_name(n)[3] for n in names} - {None}
+    if not spellings:
+        return 'none'
+    if len(spellings) == 2:
+        return 'mixed'
+    return spellings.pop()
+
+
+def apply_rename_rules(name, rules):
+    """First ``{from, to}`` prefix rule that matches ``name`` wins."""
+    for rule in rules or ():
+        if name.startswith(rule['from']):
+            return rule['to'] + name[len(rule['from']):]
+    return name
+
+
+class DraftConfig:
+    """The config.json fields that decide the drafter's tensors and shapes."""
+
+    def __init__(self, config):
+        self.raw = config
+        self.missing = [k for k in ('hidden_size', 'intermediate_size', 'num_attention_heads',
+                                    'num_hidden_layers', 'vocab_size')
+                        if not isinstance(config.get(k), int)]
+        self.hidden = config.get('hidden_size')
+        self.intermediate = config.get('intermediate_size')
+        self.heads = config.get('num_attention_heads')
+        self.kv_heads = config.get('num_key_value_heads') or self.heads
+        self.layers = config.get('num_hidden_layers')
+        self.vocab = config.get('vocab_size')
+        self.draft_vocab = config.get('draft_vocab_size') or self.vocab
+        self.target_hidden = config.get('target_hidden_size') or self.hidden
+        head_dim = config.get('head_dim')
+        if not head_dim and self.hidden and self.heads:
+            head_dim = self.hidden // self.heads
+        self.head_dim = head_dim
+        eagle = config.get('eagle_config') or {}
+        aux = eagle.get('eagle_aux_hidden_state_layer_ids') or config.get(
+            'eagle_aux_hidden_state_layer_ids')
+        self.aux_layers = len(aux) if isinstance(aux, list) and aux else 3
+        # Without a draft vocabulary and untied embeddings, the engine reuses the target's
+        # lm_head (FACTS: SGLang llama_eagle3).
+        self.lm_head_from_target = (config.get('tie_word_embeddings') is False
+                                    and config.get('draft_vocab_size') is None)
+
+    def expected_shapes(self):
+        """Canonical name -> (shape or None, required) for every tensor the engine reads."""
+        if self.missing:
+            return {}
+        h, hd = self.hidden, self.head_dim
+        shapes = {
+            'fc.weight': ([h, self.aux_layers * self.target_hidden], True),
+            'norm.weight': ([h], True),
+            'lm_head.weight': ([self.draft_vocab, h], not self.lm_head_from_target),
+            'd2t': ([self.draft_vocab], self.draft_vocab < self.vocab),
+            't2d': ([self.vocab], False),
+            'embed_tokens.weight': ([self.vocab, h], False),
+        }
+        for index in range(self.layers):
+            qkv_in = 2 * h if index == 0 else h
+            layer = {
+                'self_attn.q_proj.weight': [self.heads * hd, qkv_in],
+                'self_attn.k_proj.weight': [self.kv_heads * hd, qkv_in],
+                'self_attn.v_proj.weight': [self.kv_heads * hd, qkv_in],
+                'self_attn.o_proj.weight': [h, self.heads * hd],
+                'mlp.gate_proj.weight': [self.intermediate, h],
+                'mlp.up_proj.weight': [self.intermediate, h],
+                'mlp.down_proj.weight': [h, self.intermediate],
+                'input_layernorm.weight': [h],
+                'hidden_norm.weight': [h],
+                'post_attention_layernorm.weight': [h],
+            }
+            for rest, shape in layer.items():
+                shapes['layers.%d.%s' % (index, rest)] = (shape, True)
+        return shapes
+
+
+def architecture_accepted(config, rules):
+    archs = config.get('architectures')
+    return isinstance(archs, list) and any(a in ACCEPTED_ARCHITECTURES[rules.engine] for a in archs)
+
+
+def looks_like_eagle3(names):
+    """Tensors of an EAGLE-3 drafter: an ``fc`` over the aux hidden states and a layer
+    with ``hidden_norm``."""
+    canon = {canonical(n) for n in names}
+    return 'fc.weight' in canon and any(c.endswith('.hidden_norm.weight') for c in canon)
+
+
+def plan_renames(names, config, rules, layout='auto', rename=None):
+    """Map each tensor name to the name the engine loads: user prefix rules, then the
+    ``model.`` prefix the engine does not take, then the layer spelling of ``layout``.
+
+    Returns (mapping old -> new for changed names only, layout chosen after renaming).
+    """
+    step1 = {n: apply_rename_rules(n, rename) for n in names}
+    target = layout
+    if layout == 'auto':
+        spellings = {split_name(n)[3] for n in step1.values()} - {None}
+        if 'layers' not in spellings or rules.loads_layers_names:
+            target = None  # what is there loads: keep it
+        else:
+            layers = config.get('num_hidden_layers')
+            target = 'midlayer' if layers in (None, 1) else 'layers'
+    mapping = {}
+    for old, name in step1.items():
+        had_model, index, rest, spelling = split_name(name)
+        if had_model and not rules.loads_model_prefix(canonical(name)):
+            had_model = False
+        if index is not None and target == 'midlayer' and index == 0:
+            spelling = 'midlayer'
+        elif index is not None and target == 'layers':
+            spelling = 'layers'
+        if index is None:
+            base = rest
+        elif spelling == 'midlayer':
+            base = MIDLAYER + rest
+        else:
+            base = 'layers.%d.%s' % (index, rest)
+        new = (MODEL if had_model else '') + base
+        if new != old:
+            mapping[old] = new
+    after = [mapping.get(n, n) for n in names]
+    return mapping, detect_layout(after)
+
+
+def find_problems(tensors, config, config_file, rules, source, layout='auto'):
+    """What stops ``rules`` from loading these tensors correctly.
+
+    ``tensors``: name -> (file, dtype, shape); ``source``: the drafter, named in messages
+    about missing tensors. Returns a list of messages, each naming the file and the root
+    cause the engine would hit.
+    """
+    problems = []
+    cfg = DraftConfig(config)
+    if layout == 'midlayer' and isinstance(cfg.layers, int) and cfg.layers > 1:
+        problems.append('%s: layout midlayer holds one layer but num_hidden_layers is %d; use '
+                        'layout layers (SGLang >= 0.5.12 or vLLM)' % (config_file, cfg.layers))
+    if cfg.missing:
+        problems.append('%s: lacks integer %s: the engine cannot build the drafter'
+                        % (config_file, ', '.join(cfg.missing)))
+    archs = config.get('architectures')
+    if not architecture_accepted(config, rules):
+        problems.append(
+            '%s: architectures %r is not %s: %s builds the plain model class for it and '
+            'fails (e.g. KeyError: \'midlayer.self_attn.qkv_proj.weight\')'
+            % (config_file, archs, ' or '.join(ACCEPTED_ARCHITECTURES[rules.engine]), rules.label))
+    if isinstance(cfg.layers, int) and rules.max_layers is not None and cfg.layers > rules.max_layers:
+        if rules.version is None:
+            problems.append(
+                '%s: num_hidden_layers is %d: a multi-layer drafter needs SGLang >= 0.5.12 '
+                '(0.5.11 and earlier reject num_hidden_layers != 1); set engine_version'
+                % (config_file, cfg.layers))
+        else:
+            problems.append(
+                '%s: num_hidden_layers is %d but %s rejects num_hidden_layers != 1; a '
+                'multi-layer drafter needs SGLang >= 0.5.12' % (config_file, cfg.layers, rules.label))
+
+    known_top = rules.known_top_level()
+    layer_count = cfg.layers if isinstance(cfg.layers, int) else 1
+    seen = {}
+    dropped = set()  # canonical names already reported, not to be reported missing again
+    for name, (path, dtype, shape) in tensors.items():
+        had_model, index, rest, spelling = split_name(name)
+        canon = canonical(name)
+        dropped.add(canon)
+        if had_model and not rules.loads_model_prefix(canon):
+            if rules.strict:
+                problems.append('%s: tensor %r: %s raises KeyError: unknown weight name (it adds '
+                                '"model." itself; strip the prefix)' % (path, name, rules.label))
+            else:
+                problems.append('%s: tensor %r would be silently dropped by %s (no parameter '
+                                'of that name; strip the "model." prefix)' % (path, name, rules.label))
+            continue
+        if spelling == 'layers' and not rules.loads_layers_names:
+            problems.append(
+                '%s: tensor %r would be silently dropped by %s, which loads only "midlayer." '
+                'names (the layer keeps random weights, accept length ~1.00); rename to '
+                '"midlayer." or use SGLang >= 0.5.12' % (path, name, rules.label))
+            continue
+        known = (canon in known_top if index is None
+                 else rest in LAYER_WEIGHTS and index < layer_count)
+        if not known:
+            if rules.strict:
+                problems.append('%s: tensor %r: %s raises KeyError: unknown weight name %r'
+                                % (path, name, rules.label, canon))
+            else:
+                problems.append('%s: tensor %r would be silently dropped by %s (unknown weight '
+                                'name)' % (path, name, rules.label))
+            continue
+        if canon in seen:
+            problems.append('%s: tensors %r and %r both load into %r: duplicate weight (both '
+                            'layers.0.x and midlayer.x, or with and without "model.")'
+                            % (path, seen[canon], name, canon))
+            continue
+        seen[canon] = name
+    for canon, (shape, required) in cfg.expected_shapes().items():
+        if canon not in seen:
+            if required and canon not in dropped:
+                problems.append(
+                    '%s: missing required tensor %r: %s' % (
+                        source, canon,
+                        'vLLM fails with weights not initialized from checkpoint' if rules.strict
+                        else 'SGLang never reports missing weights; the drafter would serve '
+                             'with random weights (accept length ~1.00)'))
+            continue
+        name = seen[canon]
+        path, dtype, actual = tensors[name]
+        if list(actual) != shape:
+            problems.append('%s: tensor %r has shape %r, config.json implies %r: size mismatch '
+                            'when the engine loads it' % (path, name, list(actual), shape))
+    return problems

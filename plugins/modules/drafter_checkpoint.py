@@ -1,0 +1,546 @@
+#!/usr/bin/python
+# Copyright (c) llmops.serving maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: drafter_checkpoint
+short_description: Validate and fix an EAGLE-3 drafter checkpoint for SGLang or vLLM
+version_added: 0.1.0
+description:
+  - Checks that an EAGLE-3 drafter (config.json plus safetensors files) will load
+    correctly in the given engine and version, and fixes what can be fixed.
+  - Reads only the safetensors headers; tensor data is never loaded, so neither torch
+    nor numpy is needed on the managed host.
+  - "Validation: required tensors present (C(fc), C(norm), C(lm_head) unless taken from
+    the target, every layer's attention, MLP and norm weights, C(d2t) when the draft
+    vocabulary is smaller), shapes consistent with config.json, C(num_hidden_layers)
+    allowed by the version, the config's C(architectures), and no tensor name that the
+    engine would drop silently (SGLang) or reject with C(KeyError) (vLLM)."
+  - "Fixing renames tensors (layer prefix C(midlayer.) / C(layers.N.), a C(model.) prefix
+    the engine does not take, user prefix rules) and sets C(architectures). When the new
+    header fits in the old header region only the changed header bytes are written in
+    place (C(layers.0.) and C(midlayer.) have the same length, so this is the usual case);
+    otherwise the data is streamed by the kernel into a temporary file that is renamed
+    over the original. The sharded index and config.json are replaced atomically."
+  - Crash safe. A run killed at any instant leaves each file as it was or fully fixed,
+    and the next run finishes the job (interrupted in-place writes are journaled and
+    recovered first).
+  - "Symbolic links (Hugging Face cache C(snapshots/) pointing into C(blobs/)): by
+    default a link whose file must change is replaced by a fixed private copy beside it,
+    and the shared blob is left untouched. O(modify_shared_blobs=true) fixes the blob in
+    place instead, which changes it for every snapshot that shares it."
+  - Fails, without modifying anything, on bad input (not safetensors, truncated, invalid
+    header, read-only files, C(pytorch_model.bin) ...) and when problems remain that
+    would stop the engine loading the drafter correctly.
+author:
+  - llmops.serving maintainers
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would change, including the method per file, and changes nothing.
+  diff_mode:
+    support: full
+    description: Shows the tensor names and architectures before and after.
+  idempotent:
+    support: full
+    description: A second run with the same options reports C(changed=false).
+options:
+  path:
+    description:
+      - A drafter directory (C(config.json) plus one or more C(.safetensors) files,
+        optionally C(model.safetensors.index.json)), or a single C(.safetensors) file
+        (then a C(config.json) beside it is used when present).
+    type: path
+    required: true
+  engine:
+    description: The engine that will load the drafter.
+    type: str
+    choices: [sglang, vllm]
+    default: sglang
+  engine_version:
+    description:
+      - Version of the engine, for example V(0.5.11) or V(0.5.15.post1).
+      - Without it the rules that every version of O(engine) accepts are applied (for
+        SGLang, those of 0.5.11 and earlier).
+    type: str
+  layout:
+    description:
+      - Layer naming to produce.
+      - V(auto) keeps the names when the engine and version load them; otherwise it picks
+        V(midlayer) for a one-layer drafter (every SGLang version and vLLM load it) and
+        V(layers) for a multi-layer drafter (needs SGLang 0.5.12 or later, or vLLM).
+    type: str
+    choices: [auto, midlayer, layers]
+    default: auto
+  rename:
+    description:
+      - Extra prefix rules applied to every tensor name before the layer naming, first
+        match wins. For example O(rename=[{from: draft_model., to: ''}]).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      from:
+        description: Prefix to replace.
+        type: str
+        required: true
+      to:
+        description: Replacement.
+        type: str
+        required: true
+  fix_architecture:
+    description:
+      - Set C(architectures) in config.json to V(LlamaForCausalLMEagle3) when the tensors
+        are an EAGLE-3 drafter but the config names a class the engine does not build the
+        drafter for (for example C(LlamaForCausalLM)).
+    type: bool
+    default: true
+  fix:
+    description:
+      - When V(false), only validate and report; problems make the task fail.
+    type: bool
+    default: true
+  backup:
+    description:
+      - Keep the original beside each changed file - the original header region as
+        C(NAME.<time>.header-backup) for an in-place fix, the original file (a hard link,
+        no copy) as C(NAME.<time>.orig) for a rewrite, and C(config.json.<time>.orig).
+    type: bool
+    default: false
+  modify_shared_blobs:
+    description:
+      - When a file to fix is a symbolic link, fix its target in place instead of
+        replacing the link with a fixed private copy.
+      - Other Hugging Face cache snapshots that share the blob see the change.
+    type: bool
+    default: false
+notes:
+  - Files are fixed one after another, then the index, then config.json. Each step is
+    atomic; a rerun after an interruption converges.
+seealso:
+  - name: EAGLE-3 in SGLang
+    description: The drafter model class and its weight names.
+    link: https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/models/llama_eagle3.py
+"""
+
+EXAMPLES = r"""
+- name: Make the drafter load in SGLang 0.5.11
+  llmops.serving.drafter_checkpoint:
+    path: /models/kimi-k2.5-eagle3
+    engine: sglang
+    engine_version: 0.5.11
+
+- name: Only check a drafter for vLLM (fails on any problem)
+  llmops.serving.drafter_checkpoint:
+    path: /models/llama3-eagle3
+    engine: vllm
+    fix: false
+
+- name: Strip a training prefix and keep the original headers
+  llmops.serving.drafter_checkpoint:
+    path: /models/specforge-out/epoch_9
+    rename:
+      - from: draft_model.
+        to: ''
+    backup: true
+"""
+
+RETURN = r"""
+layout_before:
+  description: Layer naming found (V(midlayer), V(layers), V(mixed) or V(none)).
+  returned: always
+  type: str
+  sample: layers
+layout_after:
+  description: Layer naming after the fix (what a fix would produce in check mode).
+  returned: always
+  type: str
+  sample: midlayer
+renamed:
+  description: Number of tensors renamed (or that would be).
+  returned: always
+  type: int
+  sample: 10
+renames:
+  description: Up to 10 of the renames, as C(from) and C(to).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"from": "layers.0.mlp.up_proj.weight", "to": "midlayer.mlp.up_proj.weight"}]
+files:
+  description: One entry per safetensors file.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The file.
+      type: str
+    method:
+      description: V(header_in_place), V(rewritten) or V(unchanged).
+      type: str
+    bytes_written:
+      description: Bytes written (or that would be).
+      type: int
+    tensors:
+      description: Number of tensors in the file.
+      type: int
+    private_copy:
+      description: The file was a symbolic link and is replaced by a fixed private copy.
+      type: bool
+    backup_file:
+      description: Where the original was kept, with O(backup=true).
+      type: str
+      returned: when a backup was made
+  sample: [{"path": "/models/d/model.safetensors", "method": "header_in_place", "bytes_written": 1480,
+            "tensors": 14, "private_copy": false}]
+config_changed:
+  description: Whether C(architectures) in config.json was (or would be) changed.
+  returned: always
+  type: bool
+index_changed:
+  description: Whether the sharded index's C(weight_map) was (or would be) rewritten.
+  returned: always
+  type: bool
+tensors:
+  description: Number of tensors in the drafter.
+  returned: always
+  type: int
+  sample: 14
+parameters:
+  description: Number of parameters (elements) in the drafter.
+  returned: always
+  type: int
+  sample: 1108312064
+problems:
+  description:
+    - What would still stop the engine loading the drafter correctly, each naming the
+      file and the cause. Any problem fails the task.
+  returned: always
+  type: list
+  elements: str
+fixed_problems:
+  description: Problems found before the fix that the fix removes (or would remove).
+  returned: always
+  type: list
+  elements: str
+recovered:
+  description: What was done to finish or undo a previously interrupted run.
+  returned: always
+  type: list
+  elements: str
+diff:
+  description: Tensor names and architectures before and after, in diff mode.
+  returned: when diff mode is on
+  type: dict
+"""
+
+import json
+import os
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.serving.plugins.module_utils import _eagle3
+from ansible_collections.llmops.serving.plugins.module_utils import _safetensors
+
+INDEX_NAME = 'model.safetensors.index.json'
+RENAMES_SHOWN = 10
+
+
+class DrafterError(Exception):
+    """Bad input: the message names the file and the problem; nothing was modified."""
+
+
+def _load_json(path, what):
+    try:
+        with open(path, 'rb') as f:
+            doc = json.loads(f.read().decode('utf-8'))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DrafterError('%s: cannot read %s: %s' % (path, what, exc))
+    if not isinstance(doc, dict):
+        raise DrafterError('%s: %s is not a JSON object' % (path, what))
+    return doc
+
+
+def locate(path):
+    """(directory, config path or None, index path or None, safetensors files)."""
+    if not os.path.lexists(path):
+        raise DrafterError('%s: path does not exist' % path)
+    if os.path.isfile(path):
+        directory = os.path.dirname(os.path.abspath(path))
+        if not path.endswith('.safetensors'):
+            if path.endswith('.bin') or path.endswith('.pt'):
+                raise DrafterError('%s: a PyTorch pickle checkpoint; convert it to safetensors '
+                                   'first (the engines need .safetensors)' % path)
+            raise DrafterError('%s: not a .safetensors file' % path)
+        config = os.path.join(directory, 'config.json')
+        return directory, config if os.path.isfile(config) else None, None, [os.path.abspath(path)]
+    if not os.path.isdir(path):
+        raise DrafterError('%s: neither a directory nor a file' % path)
+    directory = os.path.abspath(path)
+    entries = sorted(n for n in os.listdir(directory) if not n.startswith('.'))
+    if not entries:
+        raise DrafterError('%s: empty directory; expected config.json and .safetensors files'
+                           % directory)
+    shards = [n for n in entries if n.endswith('.safetensors')]
+    if not shards:
+        pickles = [n for n in entries if n.endswith('.bin') or n.endswith('.pt')]
+        if pickles:
+            raise DrafterError('%s: holds %s but no .safetensors: convert the checkpoint to '
+                               'safetensors first' % (directory, ', '.join(pickles)))
+        raise DrafterError('%s: no .safetensors files' % directory)
+    config = os.path.join(directory, 'config.json')
+    if not os.path.isfile(config):
+        raise DrafterError('%s: no config.json: an EAGLE-3 drafter needs one' % directory)
+    index = os.path.join(directory, INDEX_NAME)
+    if os.path.isfile(index):
+        weight_map = _load_json(index, 'the sharded index').get('weight_map')
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise DrafterError('%s: weight_map is not an object of tensor -> file' % index)
+        listed = sorted(set(weight_map.values()))
+        for name in listed:
+            if os.path.basename(name) != name or not os.path.isfile(os.path.join(directory, name)):
+                raise DrafterError('%s: weight_map names shard %r, which is not in %s'
+                                   % (index, name, directory))
+        return directory, config, index, [os.path.join(directory, n) for n in listed]
+    return directory, config, None, [os.path.join(directory, n) for n in shards]
+
+
+def _dirs_to_recover(directory, files):
+    dirs = {directory}
+    for f in files:
+        dirs.add(os.path.dirname(f))
+        dirs.add(os.path.dirname(os.path.realpath(f)))
+    return sorted(dirs)
+
+
+def _check_writable(path, replace=False):
+    """Raise DrafterError unless ``path`` can be changed (``replace``: only its directory
+    must be writable, as when a symbolic link is replaced by a private copy)."""
+    if not replace and os.path.exists(path):
+        mode = os.stat(path).st_mode
+        if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK):
+            raise DrafterError('%s: file is read-only (mode %o); make it writable or fix a copy'
+                               % (path, stat.S_IMODE(mode)))
+    directory = os.path.dirname(path)
+    if not os.access(directory, os.W_OK):
+        raise DrafterError('%s: directory %s is not writable' % (path, directory))
+
+
+class Drafter:
+    """One run of the module: read, plan, validate, apply."""
+
+    def __init__(self, params, check_mode=False):
+        self.p = params
+        self.check_mode = check_mode
+        try:
+            self.rules = _eagle3.Rules(params['engine'], _eagle3.parse_version(params.get('engine_version')))
+        except ValueError as exc:
+            raise DrafterError(str(exc))
+        for rule in params.get('rename') or ():
+            if not rule.get('from'):
+                raise DrafterError('rename: every rule needs a non-empty "from" prefix')
+
+    def run(self):
+        p = self.p
+        directory, config_path, index_path, files = locate(p['path'])
+        recovered = []
+        for d in _dirs_to_recover(directory, files):
+            if self.check_mode:
+                if _safetensors.pending_recovery(d):
+                    recovered.append('%s: an interrupted fix would be recovered' % d)
+            else:
+                recovered.extend(_safetensors.recover(d))
+
+        headers, tensors = [], {}
+        for f in files:
+            try:
+                header = _safetensors.read_header(f)
+            except _safetensors.SafetensorsError as exc:
+                raise DrafterError(str(exc))
+            for name, info in header.tensors.items():
+                if name in tensors:
+                    raise DrafterError('%s: tensor %r is also in %s' % (f, name, tensors[name][0]))
+                tensors[name] = (f, info['dtype'], info['shape'])
+            headers.append(header)
+        config = _load_json(config_path, 'config.json') if config_path else None
+        config_label = config_path or os.path.join(directory, 'config.json (absent)')
+
+        mapping, layout_after = _eagle3.plan_renames(list(tensors), config or {}, self.rules,
+                                                     p['layout'], p['rename'])
+        if not p['fix']:
+            mapping, layout_after = {}, _eagle3.detect_layout(tensors)
+        tensors_after = {}
+        problems_rename = []
+        for name, value in tensors.items():
+            new = mapping.get(name, name)
+            if new in tensors_after:
+                problems_rename.append('%s: duplicate tensor name %r after renaming (from %r and %r)'
+                                       % (value[0], new, tensors_after[new][3], name))
+            tensors_after[new] = value + (name,)
+        tensors_after = {n: v[:3] for n, v in tensors_after.items()}
+
+        config_after = config
+        if (config is not None and p['fix'] and p['fix_architecture']
+                and not _eagle3.architecture_accepted(config, self.rules)
+                and _eagle3.looks_like_eagle3(tensors)):
+            config_after = dict(config)
+            config_after['architectures'] = [_eagle3.EAGLE3_ARCHITECTURE]
+
+        def problems_of(tensor_map, cfg):
+            if cfg is None:  # a lone file without config.json: names can still be checked
+                cfg = {'architectures': [_eagle3.EAGLE3_ARCHITECTURE]}
+            return _eagle3.find_problems(tensor_map, cfg, config_label, self.rules,
+                                         p['path'], p['layout'])
+        before = problems_of(tensors, config)
+        after = problems_rename + problems_of(tensors_after, config_after)
+
+        index_doc = index_after = None
+        if index_path:
+            index_doc = _load_json(index_path, 'the sharded index')
+            weight_map = {mapping.get(n, n): os.path.basename(v[0]) for n, v in tensors.items()}
+            if index_doc['weight_map'] != weight_map:
+                stale = sorted(set(index_doc['weight_map'].items()) ^ set(
+                    (n, os.path.basename(v[0])) for n, v in tensors.items()))
+                if stale:
+                    before.append('%s: weight_map disagrees with the shards (%d entries, e.g. %r)'
+                                  % (index_path, len(stale), stale[0][0]))
+                index_after = dict(index_doc)
+                index_after['weight_map'] = weight_map
+
+        result = {
+            'changed': bool(recovered),
+            'layout_before': _eagle3.detect_layout(tensors),
+            'layout_after': layout_after,
+            'renamed': len(mapping),
+            'renames': [{'from': k, 'to': v} for k, v in list(mapping.items())[:RENAMES_SHOWN]],
+            'files': [],
+            'config_changed': config_after is not config,
+            'index_changed': index_after is not None and p['fix'],
+            'tensors': len(tensors),
+            'parameters': sum(h.parameters() for h in headers),
+            'problems': after if p['fix'] else before,
+            'fixed_problems': [m for m in before if m not in after] if p['fix'] else [],
+            'recovered': recovered,
+            '_label': self.rules.label,
+            '_diff': {
+                'before': {'tensors': sorted(tensors),
+                           'architectures': (config or {}).get('architectures')},
+                'after': {'tensors': sorted(tensors_after),
+                          'architectures': (config_after or {}).get('architectures')},
+            },
+        }
+        if result['problems']:
+            for h in headers:
+                result['files'].append(self._file_entry(h, 'unchanged', 0))
+            return result
+
+        plans = [self._plan_file(h, mapping) for h in headers]
+        writes = [pl for pl in plans if pl['method'] != 'unchanged']
+        for pl in writes:
+            _check_writable(pl['write_path'], replace=pl['private_copy'])
+        if result['config_changed']:
+            _check_writable(config_path)
+        if result['index_changed']:
+            _check_writable(index_path)
+
+        for pl in plans:
+            entry = self._file_entry(pl['header'], pl['method'], pl['bytes'], pl['private_copy'])
+            if pl['method'] != 'unchanged' and not self.check_mode:
+                entry['bytes_written'], saved = self._apply(pl)
+                if saved:
+                    entry['backup_file'] = saved
+            result['files'].append(entry)
+        if not self.check_mode:
+            if result['index_changed']:
+                _safetensors.atomic_write(index_path, _dump_json(index_after))
+            if result['config_changed']:
+                if p['backup']:
+                    saved = _safetensors.backup_path(config_path, 'orig')
+                    _safetensors.atomic_write(saved, _dump_json(config))
+                    result['config_backup_file'] = saved
+                _safetensors.atomic_write(config_path, _dump_json(config_after))
+        result['changed'] = bool(recovered or writes or result['config_changed'] or result['index_changed'])
+        return result
+
+    def _file_entry(self, header, method, written, private_copy=False):
+        return {'path': header.path, 'method': method, 'bytes_written': written,
+                'tensors': len(header.tensors), 'private_copy': private_copy}
+
+    def _plan_file(self, header, mapping):
+        """How to write this file's new header: unchanged, header_in_place or rewritten."""
+        plan = {'header': header, 'method': 'unchanged', 'bytes': 0, 'private_copy': False,
+                'write_path': header.path, 'region': None}
+        new_tensors = {mapping.get(n, n): info for n, info in header.tensors.items()}
+        if list(new_tensors) == list(header.tensors):
+            return plan
+        link = os.path.islink(header.path)
+        if link and not self.p['modify_shared_blobs']:
+            plan.update(method='rewritten', private_copy=True)
+        else:
+            plan['write_path'] = os.path.realpath(header.path)
+            region = _safetensors.encode_header(new_tensors, header.metadata, header.header_len)
+            if region is not None and _safetensors.in_place_is_atomic(header.raw, region):
+                span = _safetensors.changed_span(header.raw, region)
+                plan.update(method='header_in_place', region=region, bytes=span[1] - span[0])
+                return plan
+            plan['method'] = 'rewritten'
+        plan['region'] = _safetensors.encode_header(new_tensors, header.metadata)
+        plan['bytes'] = 8 + len(plan['region']) + header.data_len
+        return plan
+
+    def _apply(self, plan):
+        header = plan['header']
+        backup = self.p['backup']
+        if plan['method'] == 'header_in_place':
+            real = _safetensors.Header(plan['write_path'], header.header_len, header.tensors,
+                                       header.metadata, header.data_len, header.raw)
+            return _safetensors.write_header_in_place(real, plan['region'], backup=backup)
+        return _safetensors.rewrite_with_header(header, plan['region'], dest=plan['write_path'],
+                                                backup=backup and not plan['private_copy'])
+
+
+def _dump_json(doc):
+    return (json.dumps(doc, indent=2, ensure_ascii=False) + '\n').encode('utf-8')
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type='path', required=True),
+            engine=dict(type='str', default='sglang', choices=list(_eagle3.ENGINES)),
+            engine_version=dict(type='str'),
+            layout=dict(type='str', default='auto', choices=list(_eagle3.LAYOUTS)),
+            rename=dict(type='list', elements='dict', default=[], options=dict(
+                **{'from': dict(type='str', required=True), 'to': dict(type='str', required=True)})),
+            fix_architecture=dict(type='bool', default=True),
+            fix=dict(type='bool', default=True),
+            backup=dict(type='bool', default=False),
+            modify_shared_blobs=dict(type='bool', default=False),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = Drafter(module.params, module.check_mode).run()
+    except DrafterError as exc:
+        module.fail_json(msg=str(exc))
+    except (OSError, _safetensors.SafetensorsError) as exc:
+        module.fail_json(msg='%s: %s' % (getattr(exc, 'filename', None) or module.params['path'], exc))
+    diff = result.pop('_diff')
+    label = result.pop('_label')
+    if module._diff:
+        result['diff'] = diff
+    if result['problems']:
+        what = 'has' if module.params['fix'] else 'has (fix=false)'
+        module.fail_json(msg='drafter %s %s %d problem(s) for %s: %s' % (
+            module.params['path'], what, len(result['problems']), label,
+            '; '.join(result['problems'])), **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,93 @@
+# Copyright (c) llmops.serving maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Real (small) EAGLE-3 drafter checkpoints for tests, written with the safetensors library.
+
+Import as ``ansible_collections.llmops.serving.tests.unit._drafter_factory`` (unit and
+integration tests alike).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+LAYER = ('self_attn.q_proj.weight', 'self_attn.k_proj.weight', 'self_attn.v_proj.weight',
+         'self_attn.o_proj.weight', 'mlp.gate_proj.weight', 'mlp.up_proj.weight',
+         'mlp.down_proj.weight', 'input_layernorm.weight', 'hidden_norm.weight',
+         'post_attention_layernorm.weight')
+
+
+def drafter_config(hidden=32, intermediate=64, heads=4, kv_heads=2, layers=1, vocab=96,
+                   draft_vocab=48, architectures=('LlamaForCausalLMEagle3',)):
+    return {
+        'architectures': list(architectures), 'model_type': 'llama',
+        'hidden_size': hidden, 'intermediate_size': intermediate,
+        'num_attention_heads': heads, 'num_key_value_heads': kv_heads,
+        'num_hidden_layers': layers, 'vocab_size': vocab, 'draft_vocab_size': draft_vocab,
+        'rms_norm_eps': 1e-05, 'hidden_act': 'silu', 'tie_word_embeddings': False,
+        'max_position_embeddings': 2048,
+    }
+
+
+def drafter_tensors(config, spelling='layers', prefix='', seed=0):
+    """name -> array for a complete drafter; ``spelling``: 'layers' or 'midlayer'."""
+    rng = np.random.default_rng(seed)
+    h, inter = config['hidden_size'], config['intermediate_size']
+    hd = h // config['num_attention_heads']
+    q, kv = config['num_attention_heads'] * hd, config['num_key_value_heads'] * hd
+    dv = config['draft_vocab_size']
+
+    def rand(*shape):
+        return rng.standard_normal(shape).astype(np.float16)
+
+    out = {'fc.weight': rand(h, 3 * h), 'norm.weight': rand(h), 'lm_head.weight': rand(dv, h),
+           'd2t': np.arange(dv, dtype=np.int64), 't2d': np.zeros(config['vocab_size'], dtype=bool)}
+    for i in range(config['num_hidden_layers']):
+        qkv_in = 2 * h if i == 0 else h
+        pre = 'midlayer.' if spelling == 'midlayer' and i == 0 else 'layers.%d.' % i
+        shapes = {'self_attn.q_proj.weight': (q, qkv_in), 'self_attn.k_proj.weight': (kv, qkv_in),
+                  'self_attn.v_proj.weight': (kv, qkv_in), 'self_attn.o_proj.weight': (h, q),
+                  'mlp.gate_proj.weight': (inter, h), 'mlp.up_proj.weight': (inter, h),
+                  'mlp.down_proj.weight': (h, inter), 'input_layernorm.weight': (h,),
+                  'hidden_norm.weight': (h,), 'post_attention_layernorm.weight': (h,)}
+        for rest, shape in shapes.items():
+            out[pre + rest] = rand(*shape)
+    return {prefix + k: v for k, v in out.items()}
+
+
+def write_drafter(directory, config=None, tensors=None, shards=1, metadata=None, **kw):
+    """Write config.json and ``shards`` safetensors files (with an index when > 1).
+
+    Returns the tensors written (name -> array) for integrity checks.
+    """
+    config = config or drafter_config(**{k: v for k, v in kw.items() if k not in ('spelling', 'prefix')})
+    if tensors is None:
+        tensors = drafter_tensors(config, kw.get('spelling', 'layers'), kw.get('prefix', ''))
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, 'config.json'), 'w') as f:
+        json.dump(config, f, indent=2)
+    names = list(tensors)
+    if shards == 1:
+        save_file(tensors, os.path.join(directory, 'model.safetensors'), metadata=metadata)
+        return tensors
+    weight_map = {}
+    for i in range(shards):
+        fname = 'model-%05d-of-%05d.safetensors' % (i + 1, shards)
+        part = {n: tensors[n] for n in names[i::shards]}
+        save_file(part, os.path.join(directory, fname), metadata=metadata)
+        weight_map.update({n: fname for n in part})
+    with open(os.path.join(directory, 'model.safetensors.index.json'), 'w') as f:
+        json.dump({'metadata': {'total_size': 0}, 'weight_map': weight_map}, f, indent=2)
+    return tensors
+
+
+def read_all(directory):
+    """name -> array over every safetensors file in ``directory`` (data integrity checks)."""
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        if name.endswith('.safetensors') and not name.startswith('.'):
+            out.update(load_file(os.path.join(directory, name)))
+    return out

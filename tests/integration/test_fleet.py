@@ -1,0 +1,122 @@
+"""The test fleet itself: real SSH, isolation, strict host keys, systemd, clean teardown."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import fleet as fleet_lib
+
+NS = ['ns1', 'ns2', 'ns3']
+FLEET_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fleet.py')
+
+
+def test_adhoc_ping_and_copy_over_ssh(clean_fleet, run_adhoc):
+    ping = run_adhoc('fleet_ns', 'ansible.builtin.ping', expect_rc=0)
+    assert ping.hosts == {h: 'SUCCESS' for h in NS}
+
+    copy_args = {'dest': '/srv/x', 'content': 'written on {{ inventory_hostname }}\n', 'mode': '0644'}
+    first = run_adhoc('fleet_ns', 'ansible.builtin.copy', copy_args, expect_rc=0)
+    assert first.hosts == {h: 'CHANGED' for h in NS}
+    second = run_adhoc('fleet_ns', 'ansible.builtin.copy', copy_args, expect_rc=0)
+    assert second.hosts == {h: 'SUCCESS' for h in NS}
+
+    for host in NS:
+        # Each host has its own /srv: a shared one would hold the last writer's name everywhere.
+        assert clean_fleet.ssh(host, 'cat /srv/x').stdout == 'written on %s\n' % host
+
+
+def test_hosts_are_isolated(clean_fleet):
+    marker = 'isolation-%d' % os.getpid()
+    clean_fleet.ssh('ns1', 'for d in /srv /opt /var/log /root /run /etc; do echo x > $d/%s; done' % marker)
+    for host in NS:
+        out = clean_fleet.ssh(host, 'hostname; cat /etc/hostname; cat /proc/1/comm; ip route; '
+                                    'ls /srv /opt /var/log /root /run /etc').stdout
+        name, etc_name, pid1, routes = out.splitlines()[:4]
+        assert (name, etc_name) == (host, host)
+        assert pid1 == 'sshd'  # own PID namespace: sshd is PID 1
+        assert 'default' not in routes and routes.startswith(clean_fleet.state['subnet'])
+        assert (marker in out) == (host == 'ns1')
+    assert not any(os.path.exists(os.path.join(d, marker)) for d in ('/srv', '/opt', '/var/log', '/root', '/run', '/etc'))
+    # Different hosts, different host keys.
+    assert len({clean_fleet.hosts[h]['host_key'] for h in clean_fleet.hosts}) == len(clean_fleet.hosts)
+
+
+def test_clean_fleet_wipes_state(fleet, clean_fleet):
+    assert clean_fleet.ssh('ns2', 'ls -A /srv /opt').stdout.split() == ['/opt:', '/srv:']
+    procs = clean_fleet.ssh('ns2', 'ps -e -o comm=').stdout.split()
+    assert set(procs) <= {'sshd', 'bash', 'sh', 'ps'}
+
+
+def test_strict_host_keys(fleet, run_adhoc, tmp_path):
+    wrong_key = fleet_lib._keygen(str(tmp_path / 'other_host_key'), 'not-ns1')
+    address = fleet.hosts['ns1']['address']
+    cases = {'wrong': '%s %s\n' % (address, ' '.join(wrong_key.split()[:2])), 'missing': ''}
+    for case, known_hosts in cases.items():
+        path = tmp_path / ('known_hosts_' + case)
+        path.write_text(known_hosts)
+        # A fresh ControlPath: an existing master would skip the host key check.
+        control = os.path.join(fleet.dir, 'cp', 'strict-%s-%%h' % case)
+        ssh_args = ' '.join(o.replace(fleet.known_hosts, str(path)).replace(fleet.control_dir + '/%h-%r', control)
+                            for o in fleet.ssh_options())
+        result = run_adhoc('ns1', 'ansible.builtin.ping', extra_vars={'ansible_ssh_args': ssh_args})
+        assert result.rc != 0 and result.hosts == {'ns1': 'UNREACHABLE'}, case
+        assert 'Host key verification failed' in result.stdout + result.stderr, case
+
+
+def test_systemd_unit_on_nspawn_host(fleet, run_playbook):
+    started = run_playbook('fleet_systemd_unit.yml', expect_rc=0)
+    assert list(started.recap) == ['sd1']
+    assert started.changed('sd1') == 2 and started.recap['sd1']['failed'] == 0
+    again = run_playbook('fleet_systemd_unit.yml', expect_rc=0)
+    assert again.changed('sd1') == 0
+    assert fleet.ssh('sd1', 'systemctl is-active llmops-fleet-test').stdout.strip() == 'active'
+    assert fleet.ssh('sd1', 'cat /proc/1/comm').stdout.strip() == 'systemd'
+
+    removed = run_playbook('fleet_systemd_unit.yml', extra_vars={'fleet_unit_state': 'absent'}, expect_rc=0)
+    assert removed.changed('sd1') == 2
+    assert fleet.ssh('sd1', 'systemctl is-active llmops-fleet-test', check=False).stdout.strip() == 'inactive'
+
+
+def _fleet_cli(directory, *extra):
+    return [sys.executable, FLEET_PY, 'up', '--hosts', '1', '--dir', str(directory)] + list(extra)
+
+
+def test_second_fleet_up_down_leaves_nothing(fleet, tmp_path):
+    """A second fleet beside the session's: own subnet, works, and `down` removes all of it."""
+    up = subprocess.run(_fleet_cli(tmp_path), capture_output=True, text=True, timeout=120)
+    assert up.returncode == 0, up.stderr
+    second = fleet_lib.Fleet(tmp_path)
+    assert second.id != fleet.id and second.state['subnet'] != fleet.state['subnet']
+    assert second.ssh('ns1', 'hostname').stdout.strip() == 'ns1'
+    down = subprocess.run([sys.executable, FLEET_PY, 'down', '--dir', str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert fleet_lib.leftovers(second.id) == []
+    assert not (tmp_path / 'fleet.json').exists()
+    # The session's fleet is untouched.
+    assert fleet.ssh('ns1', 'hostname').stdout.strip() == 'ns1'
+
+
+def test_foreground_fleet_tears_down_on_sigterm(tmp_path):
+    proc = subprocess.Popen(_fleet_cli(tmp_path, '--foreground'), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if 'Ctrl-C' in line:
+                break
+        match = re.search(r'fleet (\w+) up', ''.join(lines))
+        assert match, ''.join(lines) + proc.stderr.read()
+        assert fleet_lib.leftovers(match.group(1))  # it is running
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        assert fleet_lib.leftovers(match.group(1)) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -30,11 +30,6 @@ SERVER_MODULES = {
     'vllm': 'vllm.entrypoints.openai.api_server',
 }
 
-# Environment variable through which the API key reaches the server: the launcher shim
-# (roles/sglang_server/files/llmops_launch.py) moves it from the environment into the
-# server's own argv, so it never appears on a command line that ``ps`` or a log shows.
-API_KEY_ENV = 'LLMOPS_SERVER_API_KEY'
-
 # --speculative-algorithm has fixed argparse choices up to this version; later versions
 # take any string (checked by the server itself). The installed server's --help, when
 # known, overrides this table.
@@ -217,7 +212,7 @@ def build_argv(spec, version=None, options=None):
     or num_steps/eagle_topk/num_draft_tokens) and extra_args. ``version`` and
     ``options`` (the installed server's ``parse_help``) select version-dependent flags;
     with ``options`` the result is checked against them. The API key is never part of
-    the argv (see API_KEY_ENV).
+    the argv: the sglang_server role's launcher shim adds it in memory.
     """
     spec = dict(spec or {})
     engine = spec.get('engine') or 'sglang'
@@ -226,8 +221,8 @@ def build_argv(spec, version=None, options=None):
     if not spec.get('model_path'):
         raise LaunchArgsError('model_path is required')
     if 'api_key' in spec:
-        raise LaunchArgsError('api_key does not belong in the argv: it reaches the server through %s'
-                              % API_KEY_ENV)
+        raise LaunchArgsError('api_key does not belong in the argv: it reaches the server through the '
+                              'environment file and the launcher shim, never a visible command line')
     sglang = engine == 'sglang'
     argv = []
 

@@ -1,0 +1,273 @@
+#!/usr/bin/python
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: server_process
+short_description: Run a long-lived server as a detached process with a pidfile (hosts without systemd)
+version_added: 0.1.0
+author: llmops.serving maintainers
+description:
+  - Starts a command in a session of its own (C(setsid)), detached from Ansible, with its output appended to a
+    log file and its identity (PID, start time) in a pidfile.
+  - Stops it by its session, not by its PID alone; an inference server's worker processes (for example SGLang's
+    C(sglang::scheduler)) can outlive the launcher and keep GPU memory. Every process of the session gets
+    C(SIGTERM), survivors get C(SIGKILL) after O(stop_timeout), and the module returns only when the whole
+    session is gone.
+  - The process launcher of the P(llmops.serving.sglang_server#role) role; where systemd runs, the role uses a
+    unit instead.
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would be started or stopped and does nothing.
+  diff_mode:
+    support: none
+    description: Nothing to compare; the launch script the role writes carries the diff.
+  idempotent:
+    support: full
+    description: V(started) leaves a running process alone and V(stopped) a stopped one; V(restarted) always restarts.
+options:
+  name:
+    description: Name of the instance, used in messages.
+    type: str
+    required: true
+  state:
+    description:
+      - V(started) starts the command unless the process of the pidfile is running.
+      - V(stopped) stops the whole session of that process and waits until it is gone.
+      - V(restarted) stops (if running), then starts.
+      - V(status) only reports.
+    type: str
+    choices: [started, stopped, restarted, status]
+    default: started
+  command:
+    description: The command, one list item per argument (no shell). Required to start.
+    type: list
+    elements: str
+  pidfile:
+    description: File that records the PID and start time of the process (JSON).
+    type: path
+    required: true
+  log_path:
+    description: File the process's standard output and error are appended to. Required to start.
+    type: path
+  chdir:
+    description: Working directory of the process.
+    type: path
+    default: /
+  stop_timeout:
+    description: Seconds between C(SIGTERM) and C(SIGKILL) when stopping.
+    type: float
+    default: 60
+  kill_timeout:
+    description: Seconds to wait after C(SIGKILL) before failing.
+    type: float
+    default: 30
+  startup_check:
+    description: Seconds to watch a new process; if it exits within them, the task fails with the end of its log.
+    type: float
+    default: 1
+'''
+
+EXAMPLES = r'''
+- name: Start the server detached
+  llmops.serving.server_process:
+    name: main
+    command: [/opt/llmops/sglang-main.sh]
+    pidfile: /run/llmops/sglang-main.pid
+    log_path: /var/log/llmops/sglang-main.log
+
+- name: Stop it with every child and wait until they are gone
+  llmops.serving.server_process:
+    name: main
+    state: stopped
+    pidfile: /run/llmops/sglang-main.pid
+    stop_timeout: 30
+'''
+
+RETURN = r'''
+running:
+  description: Whether the process runs when the module returns (in check mode, whether it would).
+  type: bool
+  returned: always
+pid:
+  description: PID of the process (its session ID too); null when not running.
+  type: int
+  returned: always
+stopped:
+  description: Per stopped process, C(pid), C(signals) sent and C(outcome) (C(exited), C(survived KILL), ...).
+  type: list
+  elements: dict
+  returned: when something was stopped
+'''
+
+import json
+import os
+import subprocess
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils import _procs
+
+PROC = '/proc'
+
+
+def session_members(sid, proc=PROC):
+    """ProcessInfo of every live process whose session ID is ``sid``."""
+    members = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, entry, 'stat'), 'rb') as handle:
+                stat = handle.read().decode('utf-8', 'replace')
+        except (IOError, OSError):
+            continue
+        fields = stat[stat.rfind(')') + 2:].split()
+        if len(fields) > 3 and fields[3] == str(sid):
+            info = _procs.read_process(int(entry), proc)
+            if info is not None and not info.exited:
+                members.append(info)
+    return members
+
+
+def read_pidfile(path):
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+        return int(data['pid']), int(data['starttime'])
+    except (IOError, OSError, ValueError, KeyError, TypeError):
+        return None, None
+
+
+def leader(path):
+    """The ProcessInfo of the pidfile's process while that very process runs, else None."""
+    pid, starttime = read_pidfile(path)
+    if pid is None:
+        return None
+    info = _procs.read_process(pid)
+    if info is None or info.starttime != starttime or info.exited:
+        return None
+    return info
+
+
+def stop(module, path):
+    """Stop the pidfile's session; return the per-process outcomes."""
+    pid, starttime = read_pidfile(path)
+    if pid is None:
+        return []
+    current = _procs.read_process(pid)
+    if current is not None and current.starttime != starttime:
+        # The PID now belongs to another process. Linux reuses no PID that still names a
+        # session, so no process of our session is left: the pidfile is just stale.
+        return []
+    deadline = time.monotonic() + module.params['stop_timeout'] + module.params['kill_timeout']
+    outcomes = []
+    while True:
+        members = session_members(pid)
+        if not members:
+            break
+        if time.monotonic() > deadline:
+            module.fail_json(msg='server %s: processes of session %d survived SIGKILL: %s' % (
+                module.params['name'], pid, ', '.join('%d (%s)' % (m.pid, m.command[:80]) for m in members)),
+                stopped=outcomes)
+        outcomes.extend(_procs.stop_processes(members, 'TERM', grace_period=module.params['stop_timeout'],
+                                              kill_timeout=module.params['kill_timeout']))
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return outcomes
+
+
+def tail(path, lines=20):
+    try:
+        with open(path, 'rb') as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(handle.tell() - 8192, 0))
+            return '\n'.join(handle.read().decode('utf-8', 'replace').splitlines()[-lines:])
+    except (IOError, OSError):
+        return ''
+
+
+def start(module):
+    params = module.params
+    for key in ('command', 'log_path'):
+        if not params[key]:
+            module.fail_json(msg='server %s: %s is required to start it' % (params['name'], key))
+    for path in (params['pidfile'], params['log_path']):
+        os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    with open(os.devnull, 'rb') as devnull, open(params['log_path'], 'ab') as log:
+        try:
+            process = subprocess.Popen(params['command'], stdin=devnull, stdout=log, stderr=subprocess.STDOUT,
+                                       cwd=params['chdir'], close_fds=True, start_new_session=True)
+        except OSError as exc:
+            module.fail_json(msg='server %s: cannot run %s: %s' % (params['name'], params['command'][0], exc))
+    info = None
+    deadline = time.monotonic() + 5
+    while info is None and time.monotonic() < deadline:
+        info = _procs.read_process(process.pid)
+    if info is None:
+        module.fail_json(msg='server %s: process %d vanished at once' % (params['name'], process.pid))
+    tmp = params['pidfile'] + '.tmp'
+    with open(tmp, 'w') as handle:
+        json.dump({'pid': info.pid, 'starttime': info.starttime, 'command': params['command']}, handle)
+    os.replace(tmp, params['pidfile'])
+    deadline = time.monotonic() + params['startup_check']
+    while time.monotonic() < deadline:
+        code = process.poll()
+        if code is not None:
+            os.unlink(params['pidfile'])
+            module.fail_json(msg='server %s exited with status %d right after start; end of %s:\n%s'
+                             % (params['name'], code, params['log_path'], tail(params['log_path'])))
+        time.sleep(0.05)
+    return info.pid
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type='str', required=True),
+            state=dict(type='str', default='started', choices=['started', 'stopped', 'restarted', 'status']),
+            command=dict(type='list', elements='str'),
+            pidfile=dict(type='path', required=True),
+            log_path=dict(type='path'),
+            chdir=dict(type='path', default='/'),
+            stop_timeout=dict(type='float', default=60),
+            kill_timeout=dict(type='float', default=30),
+            startup_check=dict(type='float', default=1),
+        ),
+        required_if=[('state', 'started', ('command', 'log_path')), ('state', 'restarted', ('command', 'log_path'))],
+        supports_check_mode=True,
+    )
+    state = module.params['state']
+    running = leader(module.params['pidfile'])
+    result = dict(changed=False, running=running is not None, pid=running.pid if running else None)
+    if state == 'status' or (state == 'started' and running):
+        module.exit_json(**result)
+    pid, starttime = read_pidfile(module.params['pidfile'])
+    current = _procs.read_process(pid) if pid is not None else None
+    stale = current is not None and current.starttime != starttime
+    leftovers = session_members(pid) if pid is not None and not stale else []
+    if state == 'stopped' and not running and not leftovers:
+        if os.path.exists(module.params['pidfile']) and not module.check_mode:
+            os.unlink(module.params['pidfile'])
+        module.exit_json(**result)
+
+    result['changed'] = True
+    if module.check_mode:
+        result['running'] = state != 'stopped'
+        module.exit_json(**result)
+    if running or leftovers:
+        result['stopped'] = stop(module, module.params['pidfile'])
+    result.update(running=False, pid=None)
+    if state in ('started', 'restarted'):
+        result.update(running=True, pid=start(module))
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

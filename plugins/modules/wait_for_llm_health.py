@@ -1,0 +1,568 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: wait_for_llm_health
+short_description: Wait until an SGLang or vLLM server is ready, or say why it is not
+version_added: 0.1.0
+description:
+  - Polls the server's health endpoint every O(interval) seconds on the managed host,
+    follows its log (a file from a byte offset, or the systemd journal of a unit) and
+    watches its process (PID, pidfile or systemd unit), and returns as soon as the server
+    is ready, its process has exited (C(crashed)), a fatal line appeared in its log
+    (C(fatal_log)), nothing progressed for O(stall_timeout) seconds (C(stalled)) or
+    O(timeout) has passed (C(timeout)).
+  - The process and the log are checked every 0.1 s, so a crash is reported within about
+    a second whatever O(interval) is.
+  - The action plugin of the same name runs this module in slices of O(heartbeat_interval)
+    seconds, carrying the log offset and the phases seen between slices, and prints a
+    heartbeat per host after each slice (elapsed time, startup phase, health, and the new
+    log lines since the previous heartbeat).
+  - Health answers are told apart, connection refused (not listening yet: imports, weight
+    loading, CUDA graph capture), HTTP 503 (SGLang's warm-up request has not finished),
+    other 5xx, other answers (wrong O(health_path) or API key), timeouts and TLS errors.
+  - Startup phases are recognised from SGLang and vLLM log lines (matched loosely, since
+    versions reword them) and from the health answers.
+  - After the server is ready, O(smoke) sends one real generation and checks it produced
+    tokens; O(min_accept_length) then fails the task when speculative decoding is on and
+    the drafter's acceptance length is below the floor (a drafter that loaded with the wrong
+    tensor names serves at about 1.0).
+  - Works with C(delegate_to: localhost) for a remote URL; leave the log and process
+    options unset then.
+author:
+  - llmops.serving contributors
+attributes:
+  check_mode:
+    support: none
+    description: In check mode the task is skipped; the server is not probed.
+  diff_mode:
+    support: none
+    description: Nothing is changed, so there is no diff.
+  idempotent:
+    support: full
+    description: Only reads; RV(ignore:changed) is always false.
+  action:
+    support: full
+    description: An action plugin runs the module repeatedly and prints heartbeats.
+  async:
+    support: none
+    description: Heartbeats need the action plugin to wait; do not use C(async).
+  platform:
+    platforms: posix
+    description: Process and log watching read C(/proc), files and C(journalctl) on Linux.
+options:
+  url:
+    description:
+      - Base URL of the server, for example V(http://127.0.0.1:30000).
+      - With multi-node SGLang, use node rank 0 (other ranks answer 200 on /health always).
+    type: str
+    required: true
+  health_path:
+    description: Path of the health endpoint. SGLang's V(/health_generate) also runs a generation.
+    type: str
+    default: /health
+  headers:
+    description:
+      - Extra HTTP headers for every request. Values of C(Authorization), C(X-API-Key) and
+        C(Api-Key) headers are hidden from output like O(api_key).
+    type: dict
+    default: {}
+  api_key:
+    description:
+      - API key of the server (C(--api-key)), sent as C(Authorization: Bearer ...). SGLang
+        does not check it on /health and /metrics, but the smoke request needs it.
+      - Never printed.
+    type: str
+  validate_certs:
+    description: Validate TLS certificates for C(https://) URLs.
+    type: bool
+    default: true
+  use_proxy:
+    description: Use proxies from the environment (C(https_proxy), C(no_proxy)...).
+    type: bool
+    default: true
+  request_timeout:
+    description: Seconds one health probe may take before it counts as a timeout.
+    type: float
+    default: 5.0
+  timeout:
+    description: Overall deadline in seconds (wall clock, not a number of tries).
+    type: float
+    default: 900.0
+  interval:
+    description: Seconds between health probes (start to start).
+    type: float
+    default: 1.0
+  stall_timeout:
+    description:
+      - Fail with status C(stalled) when neither the log nor the health answer has changed
+        for this many seconds (a hung start). V(0) disables the check.
+      - Only active when a log is followed (O(log_path) or O(systemd_unit)); without a log,
+        only O(timeout) applies.
+      - SGLang prints progress bars while loading weights and capturing CUDA graphs, so
+        300 s of silence is a hang; raise it for engines that compile silently for longer.
+    type: float
+    default: 300.0
+  heartbeat_interval:
+    description:
+      - Seconds between heartbeat lines printed on the controller (one per host). Each
+        heartbeat is one module run over the connection, so values under a few seconds
+        cost more than they show.
+    type: float
+    default: 60.0
+  log_path:
+    description:
+      - Log file of the server to follow (stdout and stderr of the launcher). A missing file
+        is reported in heartbeats and as a warning; rotation (another file at the path) and
+        truncation are detected.
+      - Takes precedence over the journal of O(systemd_unit) for the log.
+    type: path
+  log_start:
+    description:
+      - Where to start reading O(log_path) on the first slice. V(beginning) sees the lines
+        written before the task started (use it when the log is truncated at each start);
+        V(end) ignores them (use it for a log appended to across restarts).
+    type: str
+    default: beginning
+    choices: [beginning, end]
+  systemd_unit:
+    description:
+      - systemd unit running the server. Its main process is watched (the exit code comes
+        from C(ExecMainStatus)); without O(log_path), its journal for the current
+        invocation is followed.
+    type: str
+  log_lines:
+    description: Most new log lines one heartbeat shows, and the length of RV(log_tail).
+    type: int
+    default: 20
+  pid:
+    description: PID of the server process to watch.
+    type: int
+  pidfile:
+    description:
+      - File holding the PID of the server process; read again at every check, so it may
+        appear after the task started. A changed PID counts as a restart (crash).
+    type: path
+  fatal_patterns:
+    description:
+      - Python regular expressions; a log line matching one means the start failed.
+        Replaces the defaults when set (see O(extra_fatal_patterns) to add to them).
+      - 'The defaults match: C(CUDA out of memory), C(OutOfMemoryError), C(Traceback),
+        C(Initialization failed), C(memory capacity is unbalanced), C(Not enough memory),
+        C(KeyError), C(Received sigquit from a child process), C(Scheduler hit an exception),
+        vLLM C(Engine core initialization failed), argparse errors
+        (C(: error: unrecognized arguments)), NCCL errors, C(Fatal Python error),
+        C(Segmentation fault).'
+    type: list
+    elements: str
+  extra_fatal_patterns:
+    description: Regular expressions added to O(fatal_patterns) (or to the defaults).
+    type: list
+    elements: str
+    default: []
+  success_threshold:
+    description: Consecutive healthy probes needed before the server counts as ready.
+    type: int
+    default: 1
+  smoke:
+    description:
+      - After ready, send one real generation. V(generate) uses SGLang's native
+        C(/generate) (its C(meta_info) gives the acceptance length); V(completions) uses the
+        OpenAI C(/v1/completions) (SGLang and vLLM).
+      - The smoke fails when the answer has no tokens. Empty text with tokens only warns
+        (a model whose output decodes to special tokens).
+    type: str
+    default: none
+    choices: [none, completions, generate]
+  smoke_model:
+    description: Model name for O(smoke=completions); default the first of C(/v1/models).
+    type: str
+  smoke_prompt:
+    description: Prompt of the smoke request (greedy decoding).
+    type: str
+    default: The capital of France is
+  smoke_max_tokens:
+    description: Tokens the smoke request generates.
+    type: int
+    default: 32
+  smoke_timeout:
+    description: Seconds the smoke request may take.
+    type: float
+    default: 120.0
+  min_accept_length:
+    description:
+      - With speculative decoding on, fail when the acceptance length (tokens per
+        verification step) measured for the smoke request is below this floor. A healthy
+        EAGLE-3 drafter gives well above 1.5; one with dropped weights about 1.0.
+      - Taken from C(/generate)'s C(meta_info), else from C(/metrics) around the request
+        (vLLM C(spec_decode_num_accepted_tokens_total) / C(num_drafts_total) deltas), else
+        C(/get_server_info) C(internal_states[0].avg_spec_accept_length) (may be null),
+        else SGLang's C(sglang:spec_accept_length) gauge.
+      - Needs O(smoke). Skipped when the server reports speculative decoding off; fails when
+        it cannot be measured.
+    type: float
+  resume:
+    description:
+      - Internal, set by the action plugin between slices (log offset, phases, elapsed time,
+        slice length). Leave unset.
+    type: dict
+notes:
+  - Polls locally on the managed host, so O(interval=1) costs no connection round trips.
+  - The exit code of a PID that is not the module's child is known only while it is a
+    zombie; with O(systemd_unit) it always is.
+seealso:
+  - module: llmops.serving.drafter_checkpoint
+  - module: ansible.builtin.wait_for
+"""
+
+EXAMPLES = r"""
+- name: Wait for SGLang started as a systemd unit, then check real output and the drafter
+  llmops.serving.wait_for_llm_health:
+    url: http://127.0.0.1:30000
+    systemd_unit: sglang.service
+    smoke: generate
+    min_accept_length: 1.5
+    heartbeat_interval: 30
+
+- name: Wait for a server started with a pidfile and a log file
+  llmops.serving.wait_for_llm_health:
+    url: http://127.0.0.1:30000
+    pidfile: /run/sglang/sglang.pid
+    log_path: /var/log/sglang/server.log
+    stall_timeout: 600
+    extra_fatal_patterns:
+      - 'ncclUnhandledCudaError'
+
+- name: Check a remote vLLM endpoint from the controller
+  llmops.serving.wait_for_llm_health:
+    url: https://llm.example.com
+    api_key: "{{ vault_llm_api_key }}"
+    smoke: completions
+    timeout: 120
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+status:
+  description:
+    - V(ready), V(crashed) (process exited), V(fatal_log) (fatal log line, process still
+      running or not watched), V(stalled) (no progress for O(stall_timeout)), V(timeout).
+  returned: always
+  type: str
+  sample: ready
+elapsed:
+  description: Seconds from the start of the task to the verdict.
+  returned: always
+  type: float
+  sample: 97.4
+phase:
+  description: Startup phase at the verdict.
+  returned: always
+  type: str
+  sample: ready
+phases:
+  description: Phases seen, in order, with the elapsed seconds when each began and the log line that announced it.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {phase: launching, elapsed: 0.0}
+    - {phase: load_weights, elapsed: 38.2, line: "[2026-12-02 10:01:12] Load weight begin. avail mem=139.09 GB"}
+    - {phase: ready, elapsed: 97.4}
+health:
+  description: The last health answer in words.
+  returned: always
+  type: str
+  sample: HTTP 503, starting (warm-up not finished)
+last_http_status:
+  description: HTTP status of the last health probe; null when it got no HTTP answer.
+  returned: always
+  type: int
+  sample: 200
+log_tail:
+  description: Last O(log_lines) lines of the log (progress bars reduced to their last state).
+  returned: always
+  type: list
+  elements: str
+fatal_line:
+  description: The log line that matched a fatal pattern, and the lines that followed it.
+  returned: when a fatal line was seen
+  type: list
+  elements: str
+exit_code:
+  description: Exit code of the server process (negative signal number when killed); null when unknown.
+  returned: when RV(status) is V(crashed)
+  type: int
+  sample: 1
+server_info:
+  description: What the server reports about itself (C(/get_server_info), C(/server_info) or vLLM's C(/version)).
+  returned: when RV(status) is V(ready)
+  type: dict
+  contains:
+    engine:
+      description: V(sglang) or V(vllm) when recognised.
+      type: str
+      returned: always
+    version:
+      description: Server version.
+      type: str
+      returned: when reported
+    speculative_algorithm:
+      description: For example V(EAGLE3); null with speculative decoding off.
+      type: str
+      returned: when reported
+    speculative_depth:
+      description: Draft tokens verified per step (C(speculative_num_draft_tokens)).
+      type: int
+      returned: when reported
+  sample: {engine: sglang, version: 0.5.15.post1, speculative_algorithm: EAGLE3, speculative_depth: 5}
+smoke:
+  description: Result of the smoke generation.
+  returned: when O(smoke) is not V(none) and the server became ready
+  type: dict
+  contains:
+    ok:
+      description: Whether the request produced tokens.
+      type: bool
+      returned: always
+    text:
+      description: Generated text.
+      type: str
+      returned: always
+    tokens:
+      description: Generated tokens.
+      type: int
+      returned: always
+    accept_length:
+      description: Acceptance length measured for the request; null without speculative decoding.
+      type: float
+      returned: always
+    accept_length_source:
+      description: Where RV(smoke.accept_length) came from.
+      type: str
+      returned: always
+      sample: generate:meta_info
+  sample: {ok: true, text: ' Paris.', tokens: 32, accept_length: 4.92, accept_length_source: 'generate:meta_info'}
+notes:
+  description: What the module noticed on the way (missing log file or pidfile, rotation, truncation).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+from urllib.error import HTTPError
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.llmops.serving.plugins.module_utils._health import (
+    ARGUMENT_SPEC,
+    DEFAULT_FATAL_PATTERNS,
+    MUTUALLY_EXCLUSIVE,
+    STATUS_CRASHED,
+    STATUS_FATAL_LOG,
+    STATUS_READY,
+    STATUS_STALLED,
+    STATUS_WAITING,
+    JournalFollower,
+    LogFollower,
+    ProcessWatch,
+    Waiter,
+    accept_length_from_meta,
+    accept_length_from_metrics_with_source,
+    accept_length_message,
+    compile_patterns,
+    describe_probe,
+    fetch_metrics,
+    fetch_server_info,
+    smoke_request,
+    speculative_enabled,
+)
+
+_SECRET_HEADERS = ('authorization', 'x-api-key', 'api-key', 'proxy-authorization')
+
+
+def make_request(module):
+    """An HTTP callable for _health: (method, path, body=None, timeout) -> (status, bytes)."""
+    params = module.params
+    base = params['url'].rstrip('/')
+    headers = dict((k, str(v)) for k, v in (params['headers'] or {}).items())
+    for name, value in headers.items():
+        if name.lower() in _SECRET_HEADERS:
+            module.no_log_values.add(value)
+    if params['api_key']:
+        headers['Authorization'] = 'Bearer %s' % params['api_key']
+
+    def request(method, path, body=None, timeout=10.0):
+        send = dict(headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body)
+            send['Content-Type'] = 'application/json'
+        try:
+            response = open_url(base + path, data=data, headers=send, method=method, timeout=timeout,
+                                validate_certs=params['validate_certs'], use_proxy=params['use_proxy'])
+            return response.getcode(), response.read()
+        except HTTPError as exc:
+            try:
+                content = exc.read()
+            except Exception:
+                content = b''
+            return exc.code, content
+
+    return request
+
+
+def log_description(params):
+    if params['log_path']:
+        return 'log %s' % params['log_path']
+    if params['systemd_unit']:
+        return 'journal of %s' % params['systemd_unit']
+    return 'no log followed'
+
+
+def failure_message(status, waiter, process, params, elapsed):
+    where = 'after %.0f s in phase %s' % (elapsed, waiter.phase)
+    health = describe_probe(waiter.last_probe)
+    if status == STATUS_CRASHED:
+        code = waiter.exit.get('exit_code')
+        msg = 'the server crashed %s: %s%s (last health: %s)' % (
+            where, waiter.exit['detail'], '' if code is None else ', exit code %s' % code, health)
+    elif status == STATUS_FATAL_LOG:
+        msg = 'fatal line in the %s %s (pattern %r): %s' % (
+            log_description(params), where, waiter.fatal['pattern'], waiter.fatal['line'])
+    elif status == STATUS_STALLED:
+        msg = ('no progress for %.0f s %s: no new lines in the %s and the health answer stayed "%s"; '
+               'the start looks hung (raise stall_timeout if this phase is legitimately quiet)' % (
+                   params['stall_timeout'], where, log_description(params), health))
+    else:
+        msg = 'the server at %s was not ready %s (timeout %.0f s); last health: %s' % (
+            params['url'], where, params['timeout'], health)
+    if waiter.fatal is not None and status != STATUS_FATAL_LOG:
+        msg += '; fatal log line: %s' % waiter.fatal['line']
+    lines = waiter.fatal['context'] if waiter.fatal else waiter.tail[-params['log_lines']:]
+    if lines:
+        msg += '\n' + '\n'.join(lines[-params['log_lines']:] if not waiter.fatal else lines)
+    return msg
+
+
+def check_after_ready(module, request, result):
+    """Server info, smoke generation and acceptance-length floor. Returns an error or None."""
+    params = module.params
+    summary, dummy = fetch_server_info(request, params['request_timeout'])
+    result['server_info'] = summary
+    if params['smoke'] == 'none':
+        return None
+    metrics_before = fetch_metrics(request, params['request_timeout'])
+    smoke = smoke_request(request, params['smoke'], params['smoke_prompt'], params['smoke_max_tokens'],
+                          model=params['smoke_model'], timeout=params['smoke_timeout'])
+    metrics_after = fetch_metrics(request, params['request_timeout']) if metrics_before is not None else None
+    value, source = None, None
+    if smoke['ok']:
+        value = accept_length_from_meta(smoke.get('meta_info'))
+        source = 'generate:meta_info' if value else None
+        if value is None:
+            value, source = accept_length_from_metrics_with_source(metrics_before, metrics_after)
+        if value is None:
+            refreshed, dummy = fetch_server_info(request, params['request_timeout'])
+            value = refreshed.get('avg_spec_accept_length')
+            source = '%s:internal_states.avg_spec_accept_length' % refreshed.get('source') if value else None
+    smoke['accept_length'] = round(value, 3) if value else None
+    smoke['accept_length_source'] = source
+    smoke.pop('meta_info', None)
+    result['smoke'] = smoke
+    if not smoke['ok']:
+        return 'the server answers /health but the smoke request failed: %s' % smoke.get('error')
+    if smoke['text'] == '':
+        module.warn('the smoke request generated %s tokens that decode to empty text (special tokens only?)' % smoke['tokens'])
+    floor = params['min_accept_length']
+    if floor is None:
+        return None
+    enabled = speculative_enabled(summary, metrics_before, metrics_after)
+    if enabled is False:
+        smoke['accept_length_check'] = 'skipped: speculative decoding is off'
+        return None
+    if value is None:
+        return ('min_accept_length is %s but the acceptance length could not be measured: no spec_accept_length '
+                'in the response, no speculative counters in /metrics (start SGLang with --enable-metrics) and '
+                'no avg_spec_accept_length in /get_server_info; use smoke: generate with SGLang' % floor)
+    if value < floor:
+        return accept_length_message(value, floor, source, summary)
+    smoke['accept_length_check'] = 'passed: %.2f >= %.2f' % (value, floor)
+    return None
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=MUTUALLY_EXCLUSIVE, supports_check_mode=False)
+    params = module.params
+    request = make_request(module)
+    patterns = list(DEFAULT_FATAL_PATTERNS if params['fatal_patterns'] is None else params['fatal_patterns'])
+    patterns += params['extra_fatal_patterns']
+    try:
+        compile_patterns(patterns)
+    except ValueError as exc:
+        module.fail_json(msg='fatal_patterns / extra_fatal_patterns: %s' % exc)
+    if params['min_accept_length'] is not None and params['smoke'] == 'none':
+        module.fail_json(msg='min_accept_length needs traffic to measure: set smoke to generate (SGLang) or completions')
+    for name in ('interval', 'request_timeout', 'heartbeat_interval'):
+        if params[name] <= 0:
+            module.fail_json(msg='%s must be greater than 0, got %s' % (name, params[name]))
+
+    resume = params['resume'] or {}
+    saved = resume.get('state') or {}
+    log = None
+    if params['log_path']:
+        log = LogFollower(params['log_path'], saved.get('log'), start=params['log_start'])
+    elif params['systemd_unit']:
+        log = JournalFollower(params['systemd_unit'], saved.get('journal'))
+    process = ProcessWatch(pid=params['pid'], pidfile=params['pidfile'], unit=params['systemd_unit'],
+                           state=saved.get('process'))
+    waiter = Waiter(request, health_path=params['health_path'], interval=params['interval'],
+                    request_timeout=params['request_timeout'], timeout=params['timeout'],
+                    success_threshold=params['success_threshold'], stall_timeout=params['stall_timeout'],
+                    fatal_patterns=patterns, log=log, process=process, log_lines=params['log_lines'],
+                    state=saved.get('wait'), elapsed=float(resume.get('elapsed') or 0.0))
+    status = waiter.run(float(resume.get('slice') or params['timeout']))
+    elapsed = waiter.elapsed()
+
+    notes = list(waiter.notes) + list(process.notes)
+    if log is not None:
+        notes += log.events
+        if log.missing:
+            notes.append('%s does not exist (yet)' % params['log_path'])
+    state = {'wait': waiter.export(), 'process': process.export()}
+    if isinstance(log, LogFollower):
+        state['log'] = log.export()
+    elif log is not None:
+        state['journal'] = log.export()
+    result = dict(
+        changed=False, status=status, elapsed=elapsed, phase=waiter.phase, phases=waiter.phases,
+        health=describe_probe(waiter.last_probe),
+        last_http_status=(waiter.last_probe or {}).get('status'),
+        log_tail=waiter.tail[-params['log_lines']:], new_lines=waiter.new_lines, notes=notes, state=state,
+    )
+    if waiter.fatal is not None:
+        result['fatal_line'] = waiter.fatal['context']
+    if status == STATUS_WAITING:
+        module.exit_json(**result)
+    if log is not None and log.missing:
+        module.warn('%s never appeared: check log_path' % params['log_path'] if not waiter.tail else
+                    '%s disappeared while it was followed' % params['log_path'])
+    if status == STATUS_CRASHED:
+        result['exit_code'] = waiter.exit.get('exit_code')
+    if status == STATUS_READY:
+        error = check_after_ready(module, request, result)
+        if error is None:
+            module.exit_json(**result)
+        module.fail_json(msg=error, **result)
+    module.fail_json(msg=failure_message(status, waiter, process, params, elapsed), **result)
+
+
+if __name__ == '__main__':
+    main()

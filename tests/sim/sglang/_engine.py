@@ -1,0 +1,206 @@
+# Copyright: contributors to llmops.serving
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Batched decode loop of the simulated SGLang (TEST DOUBLE; the formulas are in README.md).
+
+One scheduler thread runs steps. A step either prefills every waiting request (each gets
+its first token) or decodes one verify step for every running request. Step time (ms, at
+SGLANG_SIM_SPEED=1):
+
+    prefill:  T_BASE + K_PREFILL * new_prompt_tokens
+    decode:   T_BASE + K_VERIFY * B * N + K_TREE * B * N^2 + (N - 1) * T_DRAFT
+
+with B running requests and N = speculative_num_draft_tokens (N = 1 without speculation).
+A verify step accepts draft k (k = 0 .. N-2) with probability quality * DECAY^k, stopping
+at the first rejection; the request gets accepted + 1 tokens.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+
+T_BASE = 10.0
+K_PREFILL = 0.005
+K_VERIFY = 0.02
+K_TREE = 0.005
+T_DRAFT = 0.2
+DECAY = 0.98
+WORDS = ('This', ' is', ' simulated', ' output', ' from', ' the', ' SGLang', ' test', ' double', '.')
+
+
+def step_ms(batch, draft_tokens):
+    n = draft_tokens
+    return T_BASE + K_VERIFY * batch * n + K_TREE * batch * n * n + (n - 1) * T_DRAFT
+
+
+def expected_accept_length(quality, draft_tokens):
+    total, p = 1.0, 1.0
+    for k in range(draft_tokens - 1):
+        p *= quality * DECAY ** k if quality < 1.0 else 1.0
+        total += p
+    return total
+
+
+def token_text(index):
+    return WORDS[index % len(WORDS)]
+
+
+class Request:
+    def __init__(self, prompt_tokens, max_new_tokens):
+        self.rid = uuid.uuid4().hex
+        self.prompt_tokens = prompt_tokens
+        self.max_new_tokens = max(1, int(max_new_tokens))
+        self.output = 0
+        self.verify_ct = 0
+        self.accepted = 0
+        self.proposed = 0
+        self.histogram = []
+        self.chunks = []
+        self.cond = threading.Condition()
+        self.done = False
+        self.received = time.time()
+        self.finished = None
+
+    def push(self, count, done):
+        with self.cond:
+            self.chunks.append(count)
+            self.output += count
+            self.done = done
+            if done:
+                self.finished = time.time()
+            self.cond.notify_all()
+
+    def next_chunk(self, timeout=None):
+        """Block until a chunk is available; return (token count, done) or None on timeout."""
+        with self.cond:
+            if not self.chunks and not self.done:
+                self.cond.wait(timeout)
+            if not self.chunks:
+                return None if not self.done else (0, True)
+            count = self.chunks.pop(0)
+            return count, self.done and not self.chunks
+
+
+class Engine:
+    def __init__(self, speed, draft_tokens, quality, max_running, log, decode_log_interval=40, seed=0):
+        self.speed = speed
+        self.draft_tokens = draft_tokens
+        self.quality = quality
+        self.max_running = max_running
+        self.log = log
+        self.decode_log_interval = decode_log_interval
+        self.rng = random.Random(seed)
+        self.cond = threading.Condition()
+        self.waiting = []
+        self.running = []
+        self.clock = 0.0
+        self.stats = {'prompt_tokens': 0, 'generation_tokens': 0, 'requests': 0, 'verify_calls': 0}
+        self.flush()
+        self.last_accept_length = 0.0
+        self.last_accept_rate = 0.0
+        self.last_gen_throughput = 0.0
+        self.avg_spec_accept_length = None
+        self._interval = [0, 0, 0, 0, time.monotonic()]  # steps, tokens, verifies, accepted, start
+        threading.Thread(target=self._loop, name='scheduler', daemon=True).start()
+
+    def flush(self):
+        """/flush_cache: forget the acceptance counters (they include warm-up traffic)."""
+        self.avg_spec_accept_length = None
+        self.last_accept_length = 0.0
+        self.last_accept_rate = 0.0
+
+    def submit(self, prompt_tokens, max_new_tokens):
+        req = Request(prompt_tokens, max_new_tokens)
+        with self.cond:
+            self.waiting.append(req)
+            self.cond.notify()
+        return req
+
+    def _sleep(self, ms):
+        now = time.monotonic()
+        deadline = max(self.clock, now) + ms * self.speed / 1000.0
+        self.clock = deadline
+        if deadline > now:
+            time.sleep(deadline - now)
+
+    def _loop(self):
+        while True:
+            with self.cond:
+                while not self.waiting and not self.running:
+                    self.cond.wait()
+                room = self.max_running - len(self.running)
+                new, self.waiting = self.waiting[:room], self.waiting[room:]
+            if new:
+                self._prefill(new)
+            else:
+                self._decode()
+
+    def _prefill(self, new):
+        tokens = sum(r.prompt_tokens for r in new)
+        self._sleep(T_BASE + K_PREFILL * tokens)
+        self.stats['prompt_tokens'] += tokens
+        self.log('Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: 0.00, #running-req: %d, '
+                 '#queue-req: %d, #pending-token: 0, cuda graph: True, input throughput (token/s): %.2f'
+                 % (len(new), tokens, len(self.running), len(self.waiting), tokens / max(1e-9, (T_BASE * self.speed / 1000.0))))
+        for req in new:
+            self.stats['generation_tokens'] += 1
+            done = req.max_new_tokens <= 1
+            req.push(1, done)
+            if done:
+                self._finish(req)
+            else:
+                self.running.append(req)
+
+    def _finish(self, req):
+        self.stats['requests'] += 1
+
+    def _decode(self):
+        batch = list(self.running)
+        n = self.draft_tokens
+        self._sleep(step_ms(len(batch), n))
+        produced = verifies = accepted_total = 0
+        for req in batch:
+            accepted = 0
+            if n > 1:
+                while accepted < n - 1 and self.rng.random() < (self.quality * DECAY ** accepted if self.quality < 1.0 else 1.0):
+                    accepted += 1
+                req.verify_ct += 1
+                req.accepted += accepted
+                req.proposed += n - 1
+                while len(req.histogram) <= accepted:
+                    req.histogram.append(0)
+                req.histogram[accepted] += 1
+                verifies += 1
+                accepted_total += accepted
+            count = min(accepted + 1, req.max_new_tokens - req.output)
+            produced += count
+            done = req.output + count >= req.max_new_tokens
+            req.push(count, done)
+            if done:
+                self.running.remove(req)
+                self._finish(req)
+        self.stats['generation_tokens'] += produced
+        self.stats['verify_calls'] += verifies
+        iv = self._interval
+        iv[0] += 1
+        iv[1] += produced
+        iv[2] += verifies
+        iv[3] += accepted_total
+        if iv[0] >= self.decode_log_interval:
+            self._decode_log(len(self.running))
+
+    def _decode_log(self, running):
+        steps, tokens, verifies, accepted, start = self._interval
+        now = time.monotonic()
+        self.last_gen_throughput = tokens / max(1e-9, now - start)
+        spec = ''
+        if self.draft_tokens > 1 and verifies:
+            self.last_accept_length = (verifies + accepted) / verifies
+            self.last_accept_rate = accepted / (verifies * (self.draft_tokens - 1))
+            self.avg_spec_accept_length = self.last_accept_length
+            spec = 'accept len: %.2f, accept rate: %.2f, ' % (self.last_accept_length, self.last_accept_rate)
+        self.log('Decode batch, #running-req: %d, #token: %d, token usage: 0.00, %scuda graph: True, '
+                 'gen throughput (token/s): %.2f, #queue-req: %d' % (running, tokens, spec, self.last_gen_throughput, len(self.waiting)))
+        self._interval = [0, 0, 0, 0, now]

@@ -1,0 +1,362 @@
+# Copyright: contributors to llmops.serving
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""HTTP endpoints of the simulated SGLang (TEST DOUBLE). Field names follow the 0.5.15.post1 recordings."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from sglang import _args
+from sglang._engine import token_text
+
+UNAUTHORIZED = {'error': 'Unauthorized'}
+HEALTH_CHECK_TIMEOUT = 20.0
+SLOW_HEALTH_SECONDS = 1.5
+FLUSHED = ('Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, '
+           'the operation will not be performed.)\n')
+REASONS = {200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 405: 'Method Not Allowed',
+           503: 'Service Unavailable'}
+DEPRECATED = {'/get_server_info': '/server_info', '/get_model_info': '/model_info'}
+
+
+def access_log(server, client, method, path, status, version='HTTP/1.1'):
+    server.log('INFO:     %s - "%s %s %s" %d %s' % (client, method, path, version, status, REASONS.get(status, '')))
+
+
+def _dumps(data):
+    return json.dumps(data, separators=(',', ':'))
+
+
+def _prompt_tokens(text):
+    return max(1, len(text.encode('utf-8')) // 4 + 1)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = 'uvicorn'
+    sim = None  # the Server, set by make_server
+
+    def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+        pass
+
+    # ------------------------------------------------------------ plumbing
+    def _send(self, status, body=b'', content_type='application/json'):
+        if isinstance(body, (dict, list)):
+            body = _dumps(body).encode()
+        elif isinstance(body, str):
+            body = body.encode()
+        self.send_response(status)
+        self.send_header('content-type', content_type)
+        self.send_header('content-length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self._logged(status)
+
+    def _logged(self, status):
+        path = self.path.split('?')[0]
+        self.sim.metrics_count(path, self.command, status)
+        access_log(self.sim, '%s:%d' % self.client_address[:2], self.command, path, status, self.request_version)
+
+    def _body(self):
+        length = int(self.headers.get('content-length') or 0)
+        raw = self.rfile.read(length) if length else b'{}'
+        return json.loads(raw.decode('utf-8') or '{}')
+
+    def _authorized(self, path):
+        key = self.sim.args['api_key']
+        if not key or path.startswith('/health') or path.startswith('/metrics'):
+            return True
+        return self.headers.get('Authorization') == 'Bearer ' + key
+
+    def do_GET(self):  # pylint: disable=invalid-name
+        self._route('GET')
+
+    def do_POST(self):  # pylint: disable=invalid-name
+        self._route('POST')
+
+    def _route(self, method):
+        path = self.path.split('?')[0]
+        if self.server.dummy:
+            if path == '/health':
+                return self._send(200)
+            return self._send(404, {'detail': 'Not Found'})
+        if not self._authorized(path):
+            return self._send(401, UNAUTHORIZED)
+        routes = {
+            '/health': ('GET', self.health), '/health_generate': ('GET', self.health),
+            '/get_server_info': ('GET', self.server_info), '/server_info': ('GET', self.server_info),
+            '/get_model_info': ('GET', self.model_info), '/model_info': ('GET', self.model_info),
+            '/v1/models': ('GET', self.models), '/metrics': ('GET', self.metrics),
+            '/generate': ('POST', self.generate), '/v1/completions': ('POST', self.completions),
+            '/v1/chat/completions': ('POST', self.chat), '/flush_cache': (None, self.flush_cache),
+        }
+        if path not in routes or path == '/metrics' and not self.sim.args['enable_metrics']:
+            return self._send(404, {'detail': 'Not Found'})
+        allowed, handler = routes[path]
+        if allowed and allowed != method:
+            return self._send(405, {'detail': 'Method Not Allowed'})
+        if path in DEPRECATED and self.sim.deprecations:
+            self.sim.log("Endpoint '%s' is deprecated and will be removed in a future version. Please use '%s' instead."
+                         % (path, DEPRECATED[path]))
+        try:
+            body = self._body() if method == 'POST' else {}
+        except ValueError as exc:
+            return self._send(400, {'object': 'error', 'message': 'Invalid JSON: %s' % exc, 'type': 'BadRequestError',
+                                    'param': None, 'code': 400})
+        return handler(body)
+
+    # ------------------------------------------------------------ endpoints
+    def health(self, body):
+        sim = self.sim
+        fault = sim.config.fault
+        if fault == 'slow_health':
+            time.sleep(SLOW_HEALTH_SECONDS)
+        if sim.status != 'ready':
+            return self._send(503)
+        if fault == 'health_flap':
+            with sim.lock:
+                sim.health_calls += 1
+                flap = sim.health_calls % 2 == 0
+            if flap:
+                return self._send(503)
+        req = sim.engine.submit(1, 1)
+        deadline = time.monotonic() + HEALTH_CHECK_TIMEOUT
+        while not req.done and time.monotonic() < deadline:
+            req.next_chunk(0.5)
+        return self._send(200 if req.done else 503)
+
+    def server_info(self, body):
+        sim = self.sim
+        return self._send(200, _args.server_info(sim.args, sim.version, sim.context_length, sim.max_total_num_tokens,
+                                                 sim.engine, sim.memory_usage))
+
+    def model_info(self, body):
+        config = _args.read_model_config(self.sim.args['model_path'])
+        return self._send(200, {
+            'model_path': self.sim.args['model_path'], 'tokenizer_path': self.sim.args['tokenizer_path'],
+            'is_generation': True, 'preferred_sampling_params': None, 'weight_version': 'default',
+            'has_image_understanding': False, 'has_audio_understanding': False,
+            'model_type': config.get('model_type', 'llama'),
+            'architectures': config.get('architectures') or ['LlamaForCausalLM']})
+
+    def models(self, body):
+        name = self.sim.args['served_model_name']
+        return self._send(200, {'object': 'list', 'data': [{
+            'id': name, 'object': 'model', 'created': int(time.time()), 'owned_by': 'sglang', 'root': name,
+            'parent': None, 'max_model_len': self.sim.context_length}]})
+
+    def flush_cache(self, body):
+        self.sim.engine.flush()
+        self.sim.log('Cache flushed successfully!')
+        return self._send(200, FLUSHED, 'text/plain; charset=utf-8')
+
+    def metrics(self, body):
+        return self._send(200, self.sim.metrics_text(), 'text/plain; version=0.0.4; charset=utf-8')
+
+    # ------------------------------------------------------------ generation
+    def _run(self, prompt_tokens, max_new_tokens, on_chunk=None):
+        req = self.sim.engine.submit(prompt_tokens, max_new_tokens)
+        produced = 0
+        while True:
+            item = req.next_chunk(60.0)
+            if item is None:
+                continue
+            count, last = item
+            if count and on_chunk:
+                on_chunk(req, ''.join(token_text(i) for i in range(produced, produced + count)), last)
+            produced += count
+            if last or req.done and not req.chunks:
+                if on_chunk and not count:
+                    on_chunk(req, '', True)
+                break
+        return req, ''.join(token_text(i) for i in range(produced))
+
+    def _meta(self, req, prompt_tokens):
+        meta = {'id': req.rid, 'finish_reason': {'type': 'length', 'length': req.max_new_tokens},
+                'prompt_tokens': prompt_tokens, 'weight_version': 'default', 'num_retractions': 0, 'queue_time': 0.0,
+                'reasoning_tokens': 0, 'completion_tokens': req.output, 'cached_tokens': 0,
+                'cached_tokens_details': {'device': 0, 'host': 0}, 'dp_rank': None,
+                'e2e_latency': (req.finished or time.time()) - req.received}
+        if self.sim.spec:
+            meta.update(spec_accept_rate=req.accepted / req.proposed if req.proposed else 0.0,
+                        spec_accept_length=req.output / req.verify_ct if req.verify_ct else 1.0,
+                        spec_num_correct_drafts=req.accepted, spec_num_proposed_drafts=req.proposed,
+                        spec_verify_ct=req.verify_ct, spec_accepted_drafts=req.accepted,
+                        spec_proposed_drafts=req.proposed, spec_correct_drafts_histogram=list(req.histogram),
+                        spec_accept_histogram=list(req.histogram))
+        now = time.time()
+        meta.update(request_received_ts=req.received, api_server_dispatch_finish_ts=req.received + 0.0005,
+                    request_finished_ts=req.finished or now,
+                    decode_throughput=req.output / max(1e-9, (req.finished or now) - req.received),
+                    response_sent_to_client_ts=now)
+        return meta
+
+    def _stream_start(self):
+        self.send_response(200)
+        self.send_header('content-type', 'text/event-stream; charset=utf-8')
+        self.send_header('connection', 'close')
+        self.end_headers()
+        self._logged(200)
+        self.close_connection = True
+
+    def _event(self, data):
+        self.wfile.write(('data: %s\n\n' % (data if isinstance(data, str) else _dumps(data))).encode())
+        self.wfile.flush()
+
+    def generate(self, body):
+        if 'input_ids' in body and body['input_ids']:
+            prompt = len(body['input_ids'])
+        else:
+            prompt = _prompt_tokens(body.get('text') or '')
+        params = body.get('sampling_params') or {}
+        max_new = params.get('max_new_tokens', 128)
+        if body.get('stream'):
+            self._stream_start()
+            text = []
+
+            def chunk(req, piece, last):
+                text.append(piece)
+                ids = [100 + i % 50 for i in range(req.output)]
+                self._event({'text': ''.join(text), 'output_ids': ids, 'meta_info': self._meta(req, prompt)})
+
+            self._run(prompt, max_new, chunk)
+            self._event('[DONE]')
+            return None
+        req, text = self._run(prompt, max_new)
+        return self._send(200, {'text': text, 'output_ids': [100 + i % 50 for i in range(req.output)],
+                                'meta_info': self._meta(req, prompt)})
+
+    def _openai(self, body, chat):
+        if chat:
+            prompt = 10 + sum(_prompt_tokens(str(m.get('content') or '')) for m in body.get('messages') or [])
+            max_new = body.get('max_completion_tokens') or body.get('max_tokens') or 128
+        else:
+            text = body.get('prompt') or ''
+            prompt = _prompt_tokens(text if isinstance(text, str) else ' '.join(map(str, text)))
+            max_new = body.get('max_tokens') or 16
+        model = body.get('model') or self.sim.args['served_model_name']
+        rid = uuid.uuid4().hex
+        created = int(time.time())
+        obj = 'chat.completion' if chat else 'text_completion'
+        if body.get('stream'):
+            self._stream_start()
+            first = [True]
+
+            def chunk(req, piece, last):
+                if chat:
+                    delta = {'role': 'assistant', 'content': piece, 'reasoning_content': None, 'tool_calls': None}
+                    if not first[0]:
+                        delta['role'] = None
+                    choice = {'index': 0, 'delta': delta, 'logprobs': None,
+                              'finish_reason': 'length' if last else None, 'matched_stop': None}
+                else:
+                    choice = {'index': 0, 'text': piece, 'logprobs': None, 'finish_reason': 'length' if last else None,
+                              'matched_stop': None}
+                first[0] = False
+                self._event({'id': rid, 'object': obj + ('.chunk' if chat else ''), 'created': created, 'model': model,
+                             'choices': [choice], 'usage': None})
+
+            self._run(prompt, max_new, chunk)
+            self._event('[DONE]')
+            return None
+        req, text = self._run(prompt, max_new)
+        if chat:
+            choice = {'index': 0, 'message': {'role': 'assistant', 'content': text, 'reasoning_content': None,
+                                              'tool_calls': None},
+                      'logprobs': None, 'finish_reason': 'length', 'matched_stop': None}
+        else:
+            choice = {'index': 0, 'text': text, 'logprobs': None, 'finish_reason': 'length', 'matched_stop': None}
+        return self._send(200, {'id': rid, 'object': obj, 'created': created, 'model': model, 'choices': [choice],
+                                'usage': {'prompt_tokens': prompt, 'total_tokens': prompt + req.output,
+                                          'completion_tokens': req.output, 'prompt_tokens_details': None,
+                                          'reasoning_tokens': 0},
+                                'metadata': {'weight_version': 'default'}})
+
+    def completions(self, body):
+        return self._openai(body, chat=False)
+
+    def chat(self, body):
+        return self._openai(body, chat=True)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    dummy = False
+
+    def handle_error(self, request, client_address):
+        """A client that goes away mid-stream is normal; say nothing (like uvicorn)."""
+
+
+def make_server(sim, host, port, dummy=False):
+    handler = type('BoundHandler', (Handler,), {'sim': sim})
+    httpd = _HTTPServer((host, port), handler)
+    httpd.dummy = dummy
+    return httpd
+
+
+def metrics_text(sim):
+    """Prometheus text in the recorded format (a subset of the real metric families)."""
+    model = sim.args['served_model_name']
+    base = 'engine_type="unified",model_name="%s"' % model
+    rank = base + ',moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+    eng = sim.engine
+    lines = []
+
+    def family(name, kind, text, samples):
+        lines.append('# HELP sglang:%s %s' % (name, text))
+        lines.append('# TYPE sglang:%s %s' % (name, kind))
+        for labels, value in samples:
+            lines.append('sglang:%s{%s} %s' % (name, labels, repr(float(value))))
+
+    with sim.lock:
+        requests = sorted(sim.http_counts.items())
+    totals = {}
+    for (path, method, _), count in requests:
+        totals[(path, method)] = totals.get((path, method), 0) + count
+    family('http_requests_total', 'counter', 'Total number of HTTP requests by endpoint and method',
+           [('endpoint="%s",method="%s"' % k, v) for k, v in totals.items()])
+    family('http_responses_total', 'counter', 'Total number of HTTP responses by endpoint and status code',
+           [('endpoint="%s",method="%s",status_code="%d"' % k, v) for k, v in requests])
+    family('prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', [(base, eng.stats['prompt_tokens'])])
+    family('generation_tokens_total', 'counter', 'Number of generation tokens processed.',
+           [(base, eng.stats['generation_tokens'])])
+    if sim.spec:
+        family('spec_verify_calls_total', 'counter', 'Number of speculative decoding verification calls.',
+               [(base, eng.stats['verify_calls'])])
+    family('num_requests_total', 'counter', 'Number of requests processed.', [(base, eng.stats['requests'])])
+    family('max_total_num_tokens', 'gauge', 'Maximum total number of tokens in the KV cache pool.',
+           [(rank, sim.max_total_num_tokens)])
+    family('context_len', 'gauge', 'Maximum context length.', [(rank, sim.context_length)])
+    family('num_running_reqs', 'gauge', 'The number of running requests.', [(rank, len(eng.running))])
+    family('num_queue_reqs', 'gauge', 'The number of requests in the waiting queue.', [(rank, len(eng.waiting))])
+    family('gen_throughput', 'gauge', 'The generation throughput (token/s).', [(rank, eng.last_gen_throughput)])
+    family('cache_hit_rate', 'gauge', 'The prefix cache hit rate.', [(rank, 0.0)])
+    family('token_usage', 'gauge', 'The token usage.', [(rank, 0.0)])
+    family('spec_accept_length', 'gauge',
+           'Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).',
+           [(rank, eng.last_accept_length)])
+    family('spec_accept_rate', 'gauge', 'Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).',
+           [(rank, eng.last_accept_rate)])
+    family('spec_num_steps', 'gauge', 'Currently active speculative_num_steps.',
+           [(rank, sim.args['speculative_num_steps'] or 0)])
+    family('spec_num_draft_tokens', 'gauge',
+           'Currently active speculative_num_draft_tokens (decouples from steps under topk>1).',
+           [(rank, sim.args['speculative_num_draft_tokens'] or 0)])
+    return '\n'.join(lines) + '\n'
+
+
+class Counters:
+    """HTTP counters kept by the Server for /metrics."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.http_counts = {}
+
+    def metrics_count(self, path, method, status):
+        with self.lock:
+            key = (path, method, status)
+            self.http_counts[key] = self.http_counts.get(key, 0) + 1

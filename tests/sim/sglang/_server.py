@@ -1,0 +1,404 @@
+# Copyright: contributors to llmops.serving
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The simulated ``python -m sglang.launch_server`` (TEST DOUBLE: no model runs, no GPU is used).
+
+Start-up follows the recorded 0.5.15.post1 log: imports, argument parsing, weight loading
+(port closed), CUDA graph capture (port closed), HTTP up with /health 503 during warm-up,
+then 200 and ``The server is fired up and ready to roll!``. See README.md.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import warnings
+
+import nvsim
+from sglang import __version__
+from sglang import _args, _drafter, _flags, _http
+from sglang._engine import Engine
+
+PHASES = ('imports', 'load', 'graphs', 'warmup')
+DEFAULT_PHASES = {'imports': 2.0, 'load': 3.0, 'graphs': 2.0, 'warmup': 1.0}
+FAULTS = ('oom', 'health_flap', 'slow_health', 'warmup_fail')
+PREFILL_TOKENS = ('[4, 8, 12, 16, 20, 24, 28, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, '
+                  '352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 832, 896, 960, 1024, 1280, 1536, 1792, 2048, 2304, 2560, '
+                  '2816, 3072, 3328, 3584, 3840, 4096, 4608, 5120, 5632, 6144, 6656, 7168, 7680, 8192]')
+GB = 1024.0
+
+
+class Fatal(Exception):
+    """A start-up failure: ``text`` is the last line of the traceback (``RuntimeError: ...``)."""
+
+    def __init__(self, text, where='scheduler'):
+        super().__init__(text)
+        self.text = text
+        self.where = where
+
+
+class Config:
+    """Simulator settings from the environment (SGLANG_SIM_*)."""
+
+    def __init__(self, environ):
+        self.version = environ.get('SGLANG_SIM_VERSION') or '0.5.15.post1'
+        self.speed = float(environ.get('SGLANG_SIM_SPEED') or 1.0)
+        self.phases = dict(DEFAULT_PHASES)
+        for item in (environ.get('SGLANG_SIM_PHASES') or '').split(','):
+            if '=' in item:
+                key, value = item.split('=', 1)
+                if key.strip() not in PHASES:
+                    raise SystemExit('SGLANG_SIM_PHASES: unknown phase %r (known: %s)' % (key, ', '.join(PHASES)))
+                self.phases[key.strip()] = float(value)
+        self.fault = environ.get('SGLANG_SIM_FAULT') or None
+        self.crash = self.hang = None
+        if self.fault:
+            kind, _, phase = self.fault.partition(':')
+            if kind in ('crash', 'hang') and phase in PHASES:
+                setattr(self, kind, phase)
+            elif self.fault not in FAULTS:
+                raise SystemExit('SGLANG_SIM_FAULT: unknown fault %r (crash:<phase>, hang:<phase>, %s; phases: %s)'
+                                 % (self.fault, ', '.join(FAULTS), ', '.join(PHASES)))
+        orphan = environ.get('SGLANG_SIM_ORPHAN_SECONDS')
+        self.orphan_seconds = float(orphan) if orphan else 3.0 * self.speed
+
+    def seconds(self, phase, share=1.0):
+        return self.phases[phase] * share * self.speed
+
+
+class Logger:
+    def __init__(self, stream):
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def __call__(self, message):
+        with self.lock:
+            self.stream.write(time.strftime('[%Y-%m-%d %H:%M:%S] ') + message + '\n')
+            self.stream.flush()
+
+    def raw(self, text):
+        with self.lock:
+            self.stream.write(text)
+            self.stream.flush()
+
+
+class Server(_http.Counters):
+    def __init__(self, config, args, log):
+        super().__init__()
+        self.config = config
+        self.args = args
+        self.log = log
+        self.version = config.version
+        self.spec = args['speculative_algorithm'] is not None
+        self.draft_tokens = args['speculative_num_draft_tokens'] if self.spec else 1
+        self.children = []
+        self.status = 'starting'
+        self.engine = None
+        self.httpd = None
+        self.context_length = args['context_length'] or _args.read_model_config(args['model_path']).get(
+            'max_position_embeddings', _args.DEFAULT_CONTEXT_LENGTH)
+        self.max_total_num_tokens = 0
+        self.memory_usage = None
+        self.drafter = None
+        self.started = time.time()
+        self.stopping = False
+        self.health_calls = 0
+        self.deprecations = _flags.version_tuple(self.version) >= (0, 5, 15)
+
+    def metrics_text(self):
+        return _http.metrics_text(self)
+
+    # ------------------------------------------------------------ helpers
+    def pause(self, phase, share=1.0):
+        if self.config.hang == phase:
+            while True:
+                time.sleep(3600)
+        time.sleep(self.config.seconds(phase, share))
+
+    def crash_point(self, phase):
+        if self.config.crash == phase:
+            raise Fatal('RuntimeError: simulated crash during %s (SGLANG_SIM_FAULT=%s)' % (phase, self.config.fault))
+
+    # ------------------------------------------------------------ GPUs
+    def gpu_indexes(self):
+        gpus = nvsim.load_gpus()
+        if gpus is None or gpus['fault'] in ('missing', 'no_devices'):
+            raise Fatal('RuntimeError: No CUDA GPUs are available')
+        if gpus['fault'] == 'nvml_error':
+            raise Fatal('RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before '
+                        'calling NumCudaDevices() that might have already set an error? Error 803: system has unsupported '
+                        'display driver / cuda driver combination')
+        visible = list(range(gpus['count']))
+        env = os.environ.get('CUDA_VISIBLE_DEVICES')
+        if env is not None:
+            visible = []
+            for item in env.split(','):
+                if not item.strip().isdigit() or int(item) >= gpus['count']:
+                    break
+                visible.append(int(item))
+        if not visible:
+            raise Fatal('RuntimeError: No CUDA GPUs are available')
+        tp = self.args['tp_size']
+        first, step = self.args['base_gpu_id'], self.args['gpu_id_step']
+        wanted = [first + rank * step for rank in range(tp)]
+        if wanted[-1] >= len(visible):
+            raise Fatal('torch.AcceleratorError: CUDA error: invalid device ordinal\nCUDA kernel errors might be asynchronously '
+                        'reported at some other API call, so the stacktrace below might be incorrect.')
+        return gpus, [visible[i] for i in wanted]
+
+    def free_mib(self, gpus):
+        own = set(c.pid for c in self.children)
+        memory = nvsim.gpu_memory(gpus, nvsim.live_holders(), exclude_pids=own)
+        return dict((i, memory[i][1]) for i in memory)
+
+    def check_gpus(self):
+        """SGLang's checks while torch distributed starts: CUDA present, memory free and balanced."""
+        gpus, indexes = self.gpu_indexes()
+        free = self.free_mib(gpus)
+        for rank, index in enumerate(indexes):
+            if free[index] < 1024:
+                raise Fatal(_oom_text(index, gpus['total_mib'], free[index], 2048))
+        if len(indexes) > 1:
+            lowest = min(free[i] for i in indexes) / GB
+            for index in indexes:
+                local = free[index] / GB
+                if lowest < local * 0.9:
+                    raise Fatal('RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. '
+                                'min_per_gpu_memory=%r, local_gpu_memory=%r, local_gpu_memory * 0.9=%r'
+                                % (round(lowest, 2), round(local, 2), local * 0.9))
+        return gpus, indexes, free
+
+    def spawn_children(self, indexes):
+        """Scheduler processes (one per TP rank), like SGLang's ``sglang::scheduler_TP<n>``."""
+        env = dict(os.environ)
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env['PYTHONPATH'] = here + os.pathsep + env.get('PYTHONPATH', '')
+        env['SGLANG_SIM_ORPHAN_SECONDS'] = str(self.config.orphan_seconds)
+        for rank, _ in enumerate(indexes):
+            title = 'sglang::scheduler_TP%d' % rank if len(indexes) > 1 else 'sglang::scheduler'
+            child = subprocess.Popen([title, '-m', 'sglang._scheduler', str(os.getpid())], executable=sys.executable, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            child.title = title
+            self.children.append(child)
+
+    def hold(self, indexes, mib_per_rank):
+        for child, index, mib in zip(self.children, indexes, mib_per_rank):
+            nvsim.write_holder({index: int(mib)}, child.title, pid=child.pid)
+
+    def kill_children(self):
+        for child in self.children:
+            if child.poll() is None:
+                child.terminate()
+        for child in self.children:
+            try:
+                child.wait(5)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            nvsim.remove_holder(child.pid)
+
+    # ------------------------------------------------------------ start-up
+    def startup(self):
+        a, log = self.args, self.log
+        log('server_args=%s' % _args.server_args_repr(a))
+        log('Using default HuggingFace chat template with detected content format: string')
+        if self.spec:
+            draft = a['speculative_draft_model_path']
+            folder = draft if os.path.isdir(draft) else os.path.dirname(draft)
+            if not os.path.exists(os.path.join(folder, 'generation_config.json')):
+                log("Failed to load generation config for %s: %s does not appear to have a file named generation_config.json. "
+                    "Checkout 'https://huggingface.co/%s/tree/main' for available files.. Proceeding without generation config."
+                    % (draft, draft, draft))
+        self.pause('load', 0.3)
+        log('Init torch distributed begin.')
+        self.spawn_children(range(a['tp_size']))
+        gpus, indexes, free = self.check_gpus()
+        local = indexes[0]
+        log('Init torch distributed ends. elapsed=0.23 s, mem usage=0.09 GB')
+        total = gpus['total_mib']
+        weights = _weights_mib(a['model_path']) / a['tp_size']
+        self.crash_point('load')
+        self.pause('load', 0.4)
+        avail = free[local] / GB
+        log('Load weight begin. avail mem=%.2f GB' % avail)
+        self.log.raw('Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 137.55it/s]\n')
+        archs = _args.read_model_config(a['model_path']).get('architectures') or ['LlamaForCausalLM']
+        log('Load weight end. elapsed=0.13 s, type=%s, avail mem=%.2f GB, mem usage=%.2f GB.'
+            % (archs[0], avail - weights / GB, weights / GB))
+        self.hold(indexes, [weights] * len(indexes))
+        if self.spec:
+            self.load_drafter(avail - weights / GB)
+        self.pause('load', 0.3)
+        # KV cache: SGLang keeps (1 - mem_fraction_static) of the total free and fills the rest.
+        others = [total - nvsim.RESERVED_MIB - free[i] for i in indexes]
+        rest = min(free[i] - weights - total * (1 - a['mem_fraction_static']) for i in indexes)
+        if rest <= 0:
+            raise Fatal('RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.')
+        if self.config.fault == 'oom':
+            raise Fatal(_oom_text(local, total, free[local] - weights, rest + 2048))
+        tokens = int(rest * 1024 * 1024 / (2 * 2 * 4 * 64 * 4 * 2))
+        self.max_total_num_tokens = tokens
+        kv_gb = rest / GB / (1.25 if self.spec else 1.0)
+        log('KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, K size: %.2f GB, V size: %.2f GB' % (tokens, kv_gb / 2, kv_gb / 2))
+        log('Memory pool end. avail mem=%.2f GB' % (avail - weights / GB - kv_gb))
+        if self.spec:
+            log('KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, K size: %.2f GB, V size: %.2f GB' % (tokens, kv_gb / 8, kv_gb / 8))
+            kv_gb *= 1.25
+            log('Memory pool end. avail mem=%.2f GB' % (avail - weights / GB - kv_gb))
+        hold = [max(weights, total * a['mem_fraction_static'] - other) for other in others]
+        self.hold(indexes, hold)
+        self.memory_usage = {'weight': round(weights / GB, 2), 'kvcache': round(kv_gb, 2), 'token_capacity': tokens, 'graph': 0.04}
+        self.capture_graphs(avail - weights / GB - kv_gb)
+        log('max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, '
+            'available_gpu_mem=%.2f GB' % (tokens, a['chunked_prefill_size'], a['max_prefill_tokens'],
+                                           a['max_running_requests'] or 4096, self.context_length, avail - weights / GB - kv_gb - 0.3))
+        log('Tree cache initialized: source=default impl=RadixCache hybrid_swa=False hybrid_ssm=False hierarchical=False '
+            'streaming_wrapped=False')
+
+    def load_drafter(self, avail):
+        a, log = self.args, self.log
+        log('SPECULATIVE_MOE_RUNNER_BACKEND is not initialized, using auto backend')
+        log('SPECULATIVE_MOE_A2A_BACKEND is not initialized, using none backend')
+        log('Init torch distributed begin.')
+        log('Init torch distributed ends. elapsed=0.00 s, mem usage=0.00 GB')
+        log('Load weight begin. avail mem=%.2f GB' % avail)
+        try:
+            self.drafter = _drafter.judge(a['speculative_draft_model_path'], self.version)
+        except (OSError, ValueError, KeyError) as exc:
+            raise Fatal('OSError: cannot read the drafter checkpoint %s: %s' % (a['speculative_draft_model_path'], exc))
+        if self.drafter['crash']:
+            raise Fatal(self.drafter['crash'])
+        self.log.raw('Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 588.84it/s]\n')
+        log('Load weight end. elapsed=0.01 s, type=%s, avail mem=%.2f GB, mem usage=0.00 GB.' % (self.drafter['architecture'], avail))
+
+    def capture_graphs(self, avail):
+        a, log = self.args, self.log
+        bs = a['cuda_graph_config']['decode']['bs']
+        n = self.draft_tokens
+        steps = [('target prefill', 'backend=breakable, num_tokens=%s' % PREFILL_TOKENS)]
+        if self.spec:
+            steps += [('target verify', 'backend=full, num_tokens_per_bs=%d, bs=%s' % (n, bs)),
+                      ('draft prefill', 'backend=breakable, num_tokens=%s' % PREFILL_TOKENS),
+                      ('draft decode', 'backend=full, num_tokens_per_bs=1, bs=%s' % bs),
+                      ('draft extend', 'backend=full, num_tokens_per_bs=%d, bs=%s' % (n, bs))]
+        else:
+            steps += [('target decode', 'backend=full, num_tokens_per_bs=1, bs=%s' % bs)]
+        for number, (name, detail) in enumerate(steps):
+            log('Capture %s CUDA graph begin. %s, avail mem=%.2f GB' % (name, detail, avail))
+            self.pause('graphs', 1.0 / len(steps))
+            if number == len(steps) - 1:
+                self.crash_point('graphs')
+            log('Capture %s CUDA graph end. elapsed=%.2f s, mem usage=0.04 GB, avail mem=%.2f GB.'
+                % (name, self.config.seconds('graphs', 1.0 / len(steps)), avail - 0.04))
+            avail -= 0.04
+
+    def quality(self):
+        if not self.spec:
+            return 0.0
+        return self.drafter['quality']
+
+    def serve(self):
+        a, log = self.args, self.log
+        multi_rank = a['nnodes'] > 1 and a['node_rank'] >= 1
+        self.engine = Engine(self.config.speed, self.draft_tokens, self.quality(), a['max_running_requests'] or 4096, log,
+                             a['decode_log_interval'], a['random_seed'])
+        self.httpd = _http.make_server(self, a['host'], a['port'], dummy=multi_rank)
+        threading.Thread(target=self.httpd.serve_forever, name='http', daemon=True).start()
+        log('INFO:     Started server process [%d]' % os.getpid())
+        log('INFO:     Waiting for application startup.')
+        log('INFO:     Application startup complete.')
+        log('INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)' % (a['host'], a['port']))
+        if multi_rank:
+            self.status = 'ready'
+            return
+        self.crash_point('warmup')
+        self.pause('warmup')
+        if self.config.fault == 'warmup_fail':
+            log('Initialization failed. warmup error: Traceback (most recent call last):\n'
+                '  File "%s", line 1, in _wait_and_warmup\n'
+                'AssertionError: res=<Response [500]>, res.text=\'{"object":"error","message":"Internal server error '
+                '(SGLANG_SIM_FAULT=warmup_fail)","type":"InternalServerError","param":null,"code":500}\'\n' % __file__)
+            self.kill_tree()
+        req = self.engine.submit(26, 8)
+        while not req.done:
+            req.next_chunk(1.0)
+        _http.access_log(self, '127.0.0.1:43444', 'POST', '/generate', 200)
+        self.status = 'ready'
+        log('The server is fired up and ready to roll!')
+
+    # ------------------------------------------------------------ stopping
+    def kill_tree(self):
+        self.log('kill_process_tree called: parent_pid=%d, include_parent=True, pid=%d' % (os.getpid(), os.getpid()))
+        self.kill_children()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def fail(self, fatal):
+        frame = traceback.format_stack(limit=3)
+        text = 'Traceback (most recent call last):\n%s%s\n' % (''.join(frame), fatal.text)
+        self.log('Scheduler hit an exception: %s' % text)
+        self.log('Received sigquit from a child process. It usually means the child failed.')
+        self.kill_tree()
+
+    def on_term(self, signum, frame):
+        if self.stopping:
+            return
+        self.stopping = True
+        self.log('SIGTERM received. signum=None frame=None. Draining requests and shutting down...')
+        self.kill_children()
+        self.log('Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].')
+        os._exit(0)
+
+
+def _weights_mib(model_path):
+    total = 0
+    if os.path.isdir(model_path):
+        for name in os.listdir(model_path):
+            if name.endswith(('.safetensors', '.bin')):
+                total += os.path.getsize(os.path.join(model_path, name))
+    return total / 1024.0 / 1024.0
+
+
+def _oom_text(index, total_mib, free_mib, want_mib):
+    return ('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f GiB. GPU %d has a total capacity of %.2f GiB '
+            'of which %.2f GiB is free. Including non-PyTorch memory, this process has %.2f GiB memory in use. Of the allocated '
+            'memory 0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. If reserved but '
+            'unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  '
+            'See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)'
+            % (want_mib / GB, index, total_mib / GB, max(free_mib, 0) / GB, 0.5))
+
+
+def main(argv=None):
+    config = Config(os.environ)
+    log = Logger(sys.stderr)
+    if config.crash == 'imports':
+        time.sleep(config.seconds('imports', 0.5))
+        sys.stderr.write('Traceback (most recent call last):\n  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+                         'ImportError: simulated crash during imports (SGLANG_SIM_FAULT=%s)\n' % config.fault)
+        return 1
+    if config.hang == 'imports':
+        while True:
+            time.sleep(3600)
+    time.sleep(config.seconds('imports'))
+    if _flags.version_tuple(config.version) >= (0, 5, 15):
+        warnings.warn(
+            "'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.\n"
+            "  Example: sglang serve --model-path <model> [options]", UserWarning, stacklevel=1)
+    namespace = _flags.build_parser(config.version).parse_args(argv)
+    try:
+        args = _args.resolve(namespace, log)
+    except _args.ServerArgsError as exc:
+        sys.stderr.write('Traceback (most recent call last):\n  File "%s", line 1, in __post_init__\nValueError: %s\n' % (__file__, exc))
+        return 1
+    server = Server(config, args, log)
+    signal.signal(signal.SIGTERM, server.on_term)
+    signal.signal(signal.SIGINT, server.on_term)
+    try:
+        server.startup()
+        server.serve()
+    except Fatal as fatal:
+        server.fail(fatal)
+    while True:
+        time.sleep(3600)

@@ -27,7 +27,7 @@ description:
   - On failure the message names every blocking process with its PID, GPU, memory,
     command line and the reason it was not reclaimed.
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (@llmops)
 requirements:
   - C(nvidia-smi) (NVIDIA driver utilities) on the host
 attributes:
@@ -161,41 +161,136 @@ gpus:
   type: list
   elements: dict
   contains:
-    index: {description: GPU index., type: int, returned: always, sample: 0}
-    uuid: {description: GPU UUID., type: str, returned: always, sample: GPU-16b0d5eb-b6eb-afd8-95b9-178a9196b640}
-    name: {description: Product name., type: str, returned: always, sample: NVIDIA H200}
-    total_mib: {description: Total memory (MiB)., type: int, returned: always, sample: 143771}
-    used_mib: {description: Used memory (MiB); null when the driver printed C([N/A])., type: int, returned: always, sample: 0}
-    free_mib: {description: Free memory (MiB); null when the driver printed C([N/A])., type: int, returned: always, sample: 143156}
-    selected: {description: Whether O(gpus) selects this GPU., type: bool, returned: always, sample: true}
-    problems: {description: Why this GPU fails the checks; empty when it passes., type: list, elements: str, returned: always, sample: []}
+    index:
+      description: GPU index.
+      type: int
+      returned: always
+      sample: 0
+    uuid:
+      description: GPU UUID.
+      type: str
+      returned: always
+      sample: GPU-16b0d5eb-b6eb-afd8-95b9-178a9196b640
+    name:
+      description: Product name.
+      type: str
+      returned: always
+      sample: NVIDIA H200
+    total_mib:
+      description: Total memory (MiB).
+      type: int
+      returned: always
+      sample: 143771
+    used_mib:
+      description: Used memory (MiB); null when the driver printed C([N/A]).
+      type: int
+      returned: always
+      sample: 0
+    free_mib:
+      description: Free memory (MiB); null when the driver printed C([N/A]).
+      type: int
+      returned: always
+      sample: 143156
+    selected:
+      description: Whether O(gpus) selects this GPU.
+      type: bool
+      returned: always
+      sample: true
+    problems:
+      description: Why this GPU fails the checks; empty when it passes.
+      type: list
+      elements: str
+      returned: always
+      sample: []
 processes:
   description: Compute processes on the selected GPUs, from the last query (one entry per process and GPU).
   returned: when nvidia-smi answered
   type: list
   elements: dict
   contains:
-    pid: {description: PID as the driver reports it., type: int, returned: always, sample: 444}
-    gpu: {description: GPU index; null when the driver names an unknown GPU UUID., type: int, returned: always, sample: 0}
-    used_mib: {description: Memory the process holds on this GPU (MiB); null when unknown., type: int, returned: always, sample: 41570}
-    name: {description: Process name as nvidia-smi prints it; null for C([No data])., type: str, returned: always, sample: python3}
-    cmdline: {description: Full command line from C(/proc); null when not visible., type: str, returned: always, sample: python3 train.py}
-    user: {description: Owner of the process; null when not visible., type: str, returned: always, sample: root}
-    visible: {description: Whether the PID exists in this PID namespace., type: bool, returned: always, sample: true}
-    matched: {description: Whether the command line matches a O(reclaim) pattern., type: bool, returned: always, sample: false}
-    pattern: {description: The first matching O(reclaim) pattern., type: str, returned: always, sample: null}
+    pid:
+      description: PID as the driver reports it.
+      type: int
+      returned: always
+      sample: 444
+    gpu:
+      description: GPU index; null when the driver names an unknown GPU UUID.
+      type: int
+      returned: always
+      sample: 0
+    used_mib:
+      description: Memory the process holds on this GPU (MiB); null when unknown.
+      type: int
+      returned: always
+      sample: 41570
+    name:
+      description: Process name as nvidia-smi prints it; null for C([No data]).
+      type: str
+      returned: always
+      sample: python3
+    cmdline:
+      description: Full command line from C(/proc); null when not visible.
+      type: str
+      returned: always
+      sample: python3 train.py
+    user:
+      description: Owner of the process; null when not visible.
+      type: str
+      returned: always
+      sample: root
+    visible:
+      description: Whether the PID exists in this PID namespace.
+      type: bool
+      returned: always
+      sample: true
+    matched:
+      description: Whether the command line matches a O(reclaim) pattern.
+      type: bool
+      returned: always
+      sample: false
+    pattern:
+      description: The first matching O(reclaim) pattern.
+      type: str
+      returned: always
+      sample: null
 reclaimed:
   description: Processes this run signalled (or tried to).
   returned: always
   type: list
   elements: dict
   contains:
-    pid: {description: PID., type: int, returned: always, sample: 444}
-    gpus: {description: GPU indices the process held., type: list, elements: int, returned: always, sample: [0]}
-    used_mib: {description: Memory it held over those GPUs (MiB)., type: int, returned: always, sample: 41570}
-    cmdline: {description: Full command line., type: str, returned: always, sample: python3 train.py}
-    signals: {description: Signals actually sent, in order., type: list, elements: str, returned: always, sample: [TERM]}
-    exited: {description: Whether the process is gone., type: bool, returned: always, sample: true}
+    pid:
+      description: PID.
+      type: int
+      returned: always
+      sample: 444
+    gpus:
+      description: GPU indices the process held.
+      type: list
+      elements: int
+      returned: always
+      sample: [0]
+    used_mib:
+      description: Memory it held over those GPUs (MiB).
+      type: int
+      returned: always
+      sample: 41570
+    cmdline:
+      description: Full command line.
+      type: str
+      returned: always
+      sample: python3 train.py
+    signals:
+      description: Signals actually sent, in order.
+      type: list
+      elements: str
+      returned: always
+      sample: [TERM]
+    exited:
+      description: Whether the process is gone.
+      type: bool
+      returned: always
+      sample: true
     outcome:
       description: C(exited), C(gone before signal), C(pid reused), C(permission denied) or C(survived KILL).
       type: str
@@ -214,7 +309,9 @@ blocking:
   type: list
   elements: dict
 summary:
-  description: A table of the selected GPUs (used, free, state, processes), one line per entry.
+  description:
+    - A table of the selected GPUs (used, free, state, processes), one line per entry, then
+      one line per process stopped (or, in check mode, that would be stopped).
   returned: when nvidia-smi answered
   type: list
   elements: str
@@ -317,7 +414,7 @@ class GpuMemory:
 
     def reclaim(self, targets):
         results = procs.stop_processes(
-            [info for info, _ in targets], self.params['reclaim_signal'], self.params['grace_period'],
+            [info for info, dummy in targets], self.params['reclaim_signal'], self.params['grace_period'],
             kill_timeout=max(self.params['wait_timeout'], 1.0), proc=self.proc, clock=self.clock, sleep=self.sleep)
         for (info, entries), result in zip(targets, results):
             result.update(gpus=sorted(set(e['gpu'] for e in entries if e['gpu'] is not None)),
@@ -393,7 +490,10 @@ class GpuMemory:
             reclaimed=self.reclaimed,
             would_reclaim=self.would_reclaim,
             blocking=[] if ready else blocking,
-            summary=summary_table(selected, problems, processes, blocking),
+            summary=summary_table(selected, problems, processes, blocking) + [
+                'stopped pid %d (%s, %s) "%s"' % (r['pid'], '+'.join(r['signals']) or 'no signal', r['outcome'], r['cmdline'])
+                for r in self.reclaimed] + [
+                'would stop pid %d on GPU %s (check mode) "%s"' % (w['pid'], w['gpu'], w['cmdline']) for w in self.would_reclaim],
             elapsed=round(elapsed, 2),
             msg=None if ready else failure_message(selected, problems, blocking, elapsed),
         )

@@ -182,7 +182,7 @@ def parse_header(path, raw, size):
             raise SafetensorsError('%s: data_offsets %r are not [begin, end]' % (where, offsets))
         if offsets[1] > data_len:
             raise SafetensorsError(
-                '%s: data_offsets %r out of range: the file holds %d bytes of data'
+                '%s: data_offsets %r out of range: the file holds %d bytes of data (truncated?)'
                 % (where, offsets, data_len))
         expected = _numel(shape) * DTYPE_SIZES[dtype]
         if offsets[1] - offsets[0] != expected:
@@ -374,7 +374,8 @@ def recover(directory):
             offset, old, new = entry
             fd = os.open(target, os.O_RDWR)
             try:
-                if os.pread(fd, len(new), offset) != new:
+                current = os.pread(fd, len(new), offset)
+                if current not in (old, new):
                     _write_all(fd, old, offset)
                     done.append('restored the original header of %s' % target)
                 os.fsync(fd)

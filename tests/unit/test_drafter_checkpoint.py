@@ -1,0 +1,356 @@
+# Copyright (c) llmops.serving maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from safetensors.numpy import load_file, save_file
+
+from ansible_collections.llmops.serving.plugins.modules import drafter_checkpoint
+from ansible_collections.llmops.serving.tests.unit._drafter_factory import (
+    drafter_config, drafter_tensors, read_all, write_drafter)
+
+
+def run(capsys, check=False, diff=False, **args):
+    if check:
+        args['_ansible_check_mode'] = True
+    if diff:
+        args['_ansible_diff'] = True
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            drafter_checkpoint.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def snapshot(directory):
+    """path -> (is link, sha256) of everything under ``directory``."""
+    out = {}
+    for root, dirs, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, 'rb') as f:
+                out[os.path.relpath(path, directory)] = (os.path.islink(path), hashlib.sha256(f.read()).hexdigest())
+    return out
+
+
+def same_data(directory, written, rename):
+    after = read_all(directory)
+    assert sorted(after) == sorted(rename(n) for n in written)
+    for name, array in written.items():
+        np.testing.assert_array_equal(after[rename(name)], array)
+
+
+def to_mid(name):
+    return name.replace('layers.0.', 'midlayer.')
+
+
+def test_fix_layers0_for_sglang_in_place_then_idempotent(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    written = write_drafter(d)
+    first = run(capsys, path=d, engine_version='0.5.11')
+    assert first['changed'] and first['renamed'] == 10 and first['problems'] == []
+    assert (first['layout_before'], first['layout_after']) == ('layers', 'midlayer')
+    assert [f['method'] for f in first['files']] == ['header_in_place']
+    assert 0 < first['files'][0]['bytes_written'] < 4096
+    assert first['tensors'] == 15 and first['parameters'] > 0
+    assert len(first['fixed_problems']) == 10 and 'silently dropped' in first['fixed_problems'][0]
+    assert first['renames'][0]['to'].startswith('midlayer.')
+    same_data(d, written, to_mid)
+    second = run(capsys, path=d, engine_version='0.5.11')
+    assert not second['changed'] and second['files'][0]['method'] == 'unchanged'
+    assert second['layout_before'] == 'midlayer'
+
+
+def test_check_mode_changes_nothing_and_reports(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d, architectures=['LlamaForCausalLM'])
+    before = snapshot(d)
+    result = run(capsys, check=True, diff=True, path=d)
+    assert result['changed'] and result['config_changed'] and result['renamed'] == 10
+    assert result['files'][0]['method'] == 'header_in_place' and result['files'][0]['bytes_written'] > 0
+    assert snapshot(d) == before
+    assert 'layers.0.mlp.up_proj.weight' in result['diff']['before']['tensors']
+    assert 'midlayer.mlp.up_proj.weight' in result['diff']['after']['tensors']
+    assert result['diff']['after']['architectures'] == ['LlamaForCausalLMEagle3']
+
+
+def test_diff_absent_without_diff_mode(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d, spelling='midlayer')
+    assert 'diff' not in run(capsys, path=d)
+
+
+@pytest.mark.parametrize('engine, version', [('vllm', None), ('sglang', '0.5.12'), ('sglang', '0.5.23')])
+def test_layers0_already_loads(tmp_path, capsys, engine, version):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d)
+    before = snapshot(d)
+    result = run(capsys, path=d, engine=engine, engine_version=version)
+    assert not result['changed'] and result['layout_after'] == 'layers' and snapshot(d) == before
+
+
+def test_fix_false_fails_on_problems_and_changes_nothing(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d)
+    before = snapshot(d)
+    result = run(capsys, path=d, fix=False, engine_version='0.5.11')
+    assert result['failed'] and 'SGLang 0.5.11' in result['msg'] and 'silently dropped' in result['msg']
+    assert len(result['problems']) == 10 and not result['changed'] and snapshot(d) == before
+    good = run(capsys, path=d, fix=False, engine='vllm')
+    assert not good.get('failed') and not good['changed']
+
+
+def test_vllm_model_prefix_is_stripped(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    written = write_drafter(d, spelling='midlayer', prefix='model.')
+    result = run(capsys, path=d, engine='vllm')
+    assert result['renamed'] == 15 and result['files'][0]['method'] == 'header_in_place'
+    same_data(d, written, lambda n: n[len('model.'):])
+    assert not run(capsys, path=d, engine='vllm')['changed']
+
+
+def test_rename_rule_that_grows_the_header_rewrites_the_file(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    config = drafter_config()
+    written = {n.replace('layers.0.', 'L0.'): a for n, a in drafter_tensors(config).items()}
+    write_drafter(d, config=config, tensors=written)
+    result = run(capsys, path=d, rename=[{'from': 'L0.', 'to': 'midlayer.'}], backup=True)
+    entry = result['files'][0]
+    assert entry['method'] == 'rewritten' and entry['bytes_written'] == os.path.getsize(entry['path'])
+    assert set(load_file(entry['backup_file'])) == set(written)
+    same_data(d, written, lambda n: n.replace('L0.', 'midlayer.'))
+    assert not run(capsys, path=d, rename=[{'from': 'L0.', 'to': 'midlayer.'}])['changed']
+
+
+def test_sharded_drafter_and_index(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    written = write_drafter(d, shards=2)
+    result = run(capsys, path=d)
+    assert [f['method'] for f in result['files']] == ['header_in_place'] * 2 and result['index_changed']
+    with open(os.path.join(d, 'model.safetensors.index.json')) as f:
+        index = json.load(f)
+    assert index['metadata'] == {'total_size': 0}
+    assert sorted(index['weight_map']) == sorted(to_mid(n) for n in written)
+    for name, fname in index['weight_map'].items():
+        assert name in load_file(os.path.join(d, fname))
+    same_data(d, written, to_mid)
+    assert not run(capsys, path=d)['changed']
+
+
+def test_architecture_fix_and_its_opt_out(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d, spelling='midlayer', architectures=['LlamaForCausalLM'])
+    refused = run(capsys, path=d, fix_architecture=False)
+    assert refused['failed'] and "KeyError: 'midlayer.self_attn.qkv_proj.weight'" in refused['msg']
+    result = run(capsys, path=d, backup=True)
+    assert result['changed'] and result['config_changed'] and result['files'][0]['method'] == 'unchanged'
+    with open(os.path.join(d, 'config.json')) as f:
+        config = json.load(f)
+    assert config['architectures'] == ['LlamaForCausalLMEagle3'] and config['hidden_size'] == 32
+    with open(result['config_backup_file']) as f:
+        assert json.load(f)['architectures'] == ['LlamaForCausalLM']
+    assert not run(capsys, path=d)['changed']
+
+
+@pytest.mark.parametrize('version, layout, message', [
+    (None, 'auto', 'set engine_version'),
+    ('0.5.11', 'auto', 'rejects num_hidden_layers != 1'),
+    ('0.5.12', 'midlayer', 'layout midlayer holds one layer'),
+])
+def test_multi_layer_drafter_errors(tmp_path, capsys, version, layout, message):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d, layers=2)
+    before = snapshot(d)
+    result = run(capsys, path=d, engine_version=version, layout=layout)
+    assert result['failed'] and message in result['msg'] and snapshot(d) == before
+
+
+def test_multi_layer_drafter_to_layers(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    written = write_drafter(d, layers=2, spelling='midlayer')
+    result = run(capsys, path=d, engine_version='0.5.12', layout='layers')
+    assert result['renamed'] == 10 and result['layout_after'] == 'layers'
+    same_data(d, written, lambda n: n.replace('midlayer.', 'layers.0.'))
+
+
+def hf_cache(tmp_path):
+    """A Hugging Face cache: snapshots/<rev>/ links into blobs/."""
+    src = str(tmp_path / 'src')
+    written = write_drafter(src)
+    blobs, snap = tmp_path / 'blobs', tmp_path / 'snapshots' / 'rev1'
+    blobs.mkdir()
+    snap.mkdir(parents=True)
+    for name in os.listdir(src):
+        blob = str(blobs / hashlib.sha256(name.encode()).hexdigest())
+        shutil.move(os.path.join(src, name), blob)
+        os.symlink(os.path.relpath(blob, str(snap)), str(snap / name))
+    return str(snap), str(blobs), written
+
+
+def test_symlinked_snapshot_gets_a_private_copy(tmp_path, capsys):
+    snap, blobs, written = hf_cache(tmp_path)
+    shared = snapshot(blobs)
+    result = run(capsys, path=snap)
+    entry = result['files'][0]
+    assert entry['method'] == 'rewritten' and entry['private_copy']
+    assert not os.path.islink(os.path.join(snap, 'model.safetensors'))
+    assert os.path.islink(os.path.join(snap, 'config.json'))
+    assert snapshot(blobs) == shared
+    same_data(snap, written, to_mid)
+    assert not run(capsys, path=snap)['changed']
+
+
+def test_modify_shared_blobs_fixes_the_blob_in_place(tmp_path, capsys):
+    snap, blobs, written = hf_cache(tmp_path)
+    shared = snapshot(blobs)
+    result = run(capsys, path=snap, modify_shared_blobs=True)
+    entry = result['files'][0]
+    assert entry['method'] == 'header_in_place' and not entry['private_copy']
+    assert os.path.islink(os.path.join(snap, 'model.safetensors'))
+    assert snapshot(blobs) != shared
+    same_data(snap, written, to_mid)
+
+
+def test_single_file_path(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    written = write_drafter(d)
+    result = run(capsys, path=os.path.join(d, 'model.safetensors'))
+    assert result['changed'] and result['files'][0]['method'] == 'header_in_place'
+    same_data(d, written, to_mid)
+
+
+def write_header(path, header, data):
+    blob = json.dumps(header).encode()
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(blob)) + blob + data)
+
+
+def _bad(kind, d):
+    """Make drafter ``d`` bad in the way ``kind`` says; return the path to pass."""
+    st = os.path.join(d, 'model.safetensors')
+    f32 = {'dtype': 'F32', 'shape': [2], 'data_offsets': [0, 8]}
+    if kind == 'missing path':
+        return os.path.join(d, 'nope')
+    if kind == 'no config.json':
+        os.unlink(os.path.join(d, 'config.json'))
+    elif kind == 'not safetensors':
+        with open(st, 'w') as f:
+            f.write('version https://git-lfs.github.com/spec/v1\noid sha256:abc\n')
+    elif kind == 'truncated':
+        with open(st, 'r+b') as f:
+            f.truncate(os.path.getsize(st) - 10)
+    elif kind == 'header length larger than file':
+        with open(st, 'r+b') as f:
+            f.write(struct.pack('<Q', os.path.getsize(st)))
+    elif kind == 'absurd header length':
+        with open(st, 'r+b') as f:
+            f.write(struct.pack('<Q', 2 ** 62))
+    elif kind == 'invalid JSON':
+        write_header(st, {}, b'')
+        with open(st, 'r+b') as f:
+            f.seek(8)
+            f.write(b'[')
+    elif kind == 'non-object header':
+        with open(st, 'wb') as f:
+            f.write(struct.pack('<Q', 2) + b'[]')
+    elif kind == 'offsets out of range':
+        write_header(st, {'a': f32}, b'x' * 4)
+    elif kind == 'overlapping offsets':
+        write_header(st, {'a': f32, 'b': {'dtype': 'F32', 'shape': [2], 'data_offsets': [4, 12]}}, b'x' * 12)
+    elif kind == 'unknown dtype':
+        write_header(st, {'a': dict(f32, dtype='Q4_K')}, b'x' * 8)
+    elif kind == 'shape/size mismatch':
+        write_header(st, {'a': dict(f32, shape=[3])}, b'x' * 8)
+    elif kind == 'duplicate names after renaming':
+        config = drafter_config()
+        tensors = drafter_tensors(config, 'midlayer')
+        tensors['draft.fc.weight'] = tensors['fc.weight']
+        write_drafter(d, config=config, tensors=tensors)
+        return d
+    elif kind == 'both layers.0.x and midlayer.x':
+        config = drafter_config()
+        tensors = drafter_tensors(config, 'midlayer')
+        tensors['layers.0.mlp.up_proj.weight'] = tensors['midlayer.mlp.up_proj.weight']
+        write_drafter(d, config=config, tensors=tensors)
+    elif kind == 'read-only file':
+        os.chmod(st, 0o444)
+    elif kind == 'pytorch_model.bin':
+        os.unlink(st)
+        with open(os.path.join(d, 'pytorch_model.bin'), 'wb') as f:
+            f.write(b'PK\x03\x04')
+    elif kind == 'empty directory':
+        for name in os.listdir(d):
+            os.unlink(os.path.join(d, name))
+    return d
+
+
+@pytest.mark.parametrize('kind, message', [
+    ('missing path', 'nope: path does not exist'),
+    ('no config.json', 'drafter: no config.json'),
+    ('not safetensors', 'model.safetensors: not a safetensors file: header length'),
+    ('truncated', 'bytes of data (truncated?)'),
+    ('header length larger than file', 'model.safetensors: truncated or not safetensors: header length'),
+    ('absurd header length', 'model.safetensors: not a safetensors file: header length 4611686018427387904 is absurdly'),
+    ('invalid JSON', 'model.safetensors: header is not valid UTF-8 JSON'),
+    ('non-object header', 'model.safetensors: header is JSON list, not an object'),
+    ('offsets out of range', "model.safetensors: tensor 'a': data_offsets [0, 8] out of range"),
+    ('overlapping offsets', "model.safetensors: tensor 'b': data_offsets [4, 12] overlap"),
+    ('unknown dtype', "model.safetensors: tensor 'a': unknown dtype 'Q4_K'"),
+    ('shape/size mismatch', "model.safetensors: tensor 'a': size mismatch"),
+    ('duplicate names after renaming', "model.safetensors: duplicate tensor name 'fc.weight' after renaming"),
+    ('both layers.0.x and midlayer.x', 'duplicate weight'),
+    ('read-only file', 'model.safetensors: file is read-only (mode 444)'),
+    ('pytorch_model.bin', 'pytorch_model.bin but no .safetensors: convert the checkpoint to safetensors'),
+    ('empty directory', 'drafter: empty directory'),
+])
+def test_bad_input_fails_naming_file_and_modifies_nothing(tmp_path, capsys, kind, message):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d)
+    path = _bad(kind, d)
+    before = snapshot(str(tmp_path))
+    args = dict(path=path, engine_version='0.5.12')
+    if kind == 'duplicate names after renaming':
+        args['rename'] = [{'from': 'draft.', 'to': ''}]
+    if kind == 'read-only file':
+        args['engine_version'] = '0.5.11'  # layers.0 -> midlayer must be written
+    result = run(capsys, **args)
+    assert result['failed'] and message in result['msg'], result['msg']
+    assert snapshot(str(tmp_path)) == before
+    assert not [n for n in os.listdir(str(tmp_path)) if n.startswith('.')]
+
+
+def test_bad_engine_version_and_rename_rule(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d)
+    assert 'not a version' in run(capsys, path=d, engine_version='latest')['msg']
+    assert 'non-empty "from"' in run(capsys, path=d, rename=[{'from': '', 'to': 'x'}])['msg']
+
+
+def test_index_naming_a_missing_shard(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d, shards=2)
+    os.unlink(os.path.join(d, 'model-00002-of-00002.safetensors'))
+    result = run(capsys, path=d)
+    assert result['failed'] and "names shard 'model-00002-of-00002.safetensors'" in result['msg']
+
+
+def test_metadata_survives_the_fix(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d, metadata={'format': 'pt', 'producer': 'specforge'})
+    run(capsys, path=d)
+    from safetensors import safe_open
+    with safe_open(os.path.join(d, 'model.safetensors'), 'np') as f:
+        assert f.metadata() == {'format': 'pt', 'producer': 'specforge'}
+
+
+def test_save_file_roundtrip_helper_is_real_safetensors(tmp_path):
+    path = str(tmp_path / 'x.safetensors')
+    save_file({'a': np.zeros(3, dtype=np.float32)}, path)
+    assert list(load_file(path)) == ['a']

@@ -1,0 +1,184 @@
+# Copyright (c) llmops.serving maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import _eagle3 as e
+from ansible_collections.llmops.serving.tests.unit._drafter_factory import drafter_config, drafter_tensors
+
+
+def tensor_map(config, spelling='layers', prefix='', drop=(), extra=None):
+    out = {n: ('d/model.safetensors', 'F16', list(a.shape))
+           for n, a in drafter_tensors(config, spelling, prefix).items() if n not in drop}
+    out.update(extra or {})
+    return out
+
+
+def problems(tensors, config, engine='sglang', version=None, layout='auto'):
+    return e.find_problems(tensors, config, 'd/config.json', e.Rules(engine, e.parse_version(version)),
+                           'd', layout)
+
+
+@pytest.mark.parametrize('text, expected', [
+    ('0.5.11', (0, 5, 11)), ('0.5.15.post1', (0, 5, 15)), ('v0.5.12rc1', (0, 5, 12)),
+    ('0.6', (0, 6, 0)), (None, None), ('', None),
+])
+def test_parse_version(text, expected):
+    assert e.parse_version(text) == expected
+
+
+def test_parse_version_rejects_garbage():
+    with pytest.raises(ValueError, match='not a version'):
+        e.parse_version('latest')
+
+
+@pytest.mark.parametrize('engine, version, loads_layers, max_layers, strict', [
+    ('sglang', None, False, 1, False),
+    ('sglang', '0.5.11', False, 1, False),
+    ('sglang', '0.5.12', True, None, False),
+    ('sglang', '0.5.23', True, None, False),
+    ('vllm', None, True, None, True),
+    ('vllm', '0.32.0', True, None, True),
+])
+def test_rules(engine, version, loads_layers, max_layers, strict):
+    rules = e.Rules(engine, e.parse_version(version))
+    assert (rules.loads_layers_names, rules.max_layers, rules.strict) == (loads_layers, max_layers, strict)
+
+
+@pytest.mark.parametrize('name, expected', [
+    ('midlayer.mlp.up_proj.weight', (False, 0, 'mlp.up_proj.weight', 'midlayer')),
+    ('layers.3.hidden_norm.weight', (False, 3, 'hidden_norm.weight', 'layers')),
+    ('model.layers.0.mlp.up_proj.weight', (True, 0, 'mlp.up_proj.weight', 'layers')),
+    ('model.fc.weight', (True, None, 'fc.weight', None)),
+    ('d2t', (False, None, 'd2t', None)),
+])
+def test_split_name(name, expected):
+    assert e.split_name(name) == expected
+
+
+@pytest.mark.parametrize('names, layout', [
+    (['fc.weight', 'midlayer.x'], 'midlayer'), (['layers.0.x', 'layers.1.x'], 'layers'),
+    (['midlayer.x', 'layers.1.x'], 'mixed'), (['fc.weight'], 'none'),
+])
+def test_detect_layout(names, layout):
+    assert e.detect_layout(names) == layout
+
+
+@pytest.mark.parametrize('spelling, layers, engine, version, layout, renamed, after', [
+    ('layers', 1, 'sglang', None, 'auto', 10, 'midlayer'),
+    ('layers', 1, 'sglang', '0.5.11', 'auto', 10, 'midlayer'),
+    ('layers', 1, 'sglang', '0.5.12', 'auto', 0, 'layers'),
+    ('midlayer', 1, 'sglang', None, 'auto', 0, 'midlayer'),
+    ('midlayer', 1, 'vllm', None, 'auto', 0, 'midlayer'),
+    ('layers', 1, 'vllm', None, 'auto', 0, 'layers'),
+    ('midlayer', 1, 'vllm', None, 'layers', 10, 'layers'),
+    ('layers', 1, 'vllm', None, 'midlayer', 10, 'midlayer'),
+    ('midlayer', 2, 'sglang', '0.5.12', 'layers', 10, 'layers'),
+    ('layers', 2, 'sglang', '0.5.12', 'auto', 0, 'layers'),
+])
+def test_plan_renames_layout(spelling, layers, engine, version, layout, renamed, after):
+    config = drafter_config(layers=layers)
+    names = list(drafter_tensors(config, spelling))
+    mapping, layout_after = e.plan_renames(names, config, e.Rules(engine, e.parse_version(version)), layout)
+    assert (len(mapping), layout_after) == (renamed, after)
+    assert all(old.split('.')[-1] == new.split('.')[-1] for old, new in mapping.items())
+
+
+def test_plan_renames_strips_model_prefix_for_vllm_only_and_lm_head_for_sglang():
+    config = drafter_config()
+    names = list(drafter_tensors(config, 'midlayer', prefix='model.'))
+    vllm, _ = e.plan_renames(names, config, e.Rules('vllm'))
+    assert vllm['model.fc.weight'] == 'fc.weight' and len(vllm) == len(names)
+    sglang, _ = e.plan_renames(names, config, e.Rules('sglang'))
+    assert sglang == {'model.lm_head.weight': 'lm_head.weight'}
+
+
+def test_plan_renames_user_rules_first_match_wins():
+    config = drafter_config()
+    names = list(drafter_tensors(config, 'midlayer', prefix='draft_model.'))
+    rules = [{'from': 'draft_model.', 'to': ''}, {'from': 'draft_', 'to': 'x'}]
+    mapping, _ = e.plan_renames(names, config, e.Rules('sglang'), rename=rules)
+    assert sorted(mapping.values()) == sorted(drafter_tensors(config, 'midlayer'))
+
+
+def test_good_drafters_have_no_problems():
+    config = drafter_config()
+    assert problems(tensor_map(config, 'midlayer'), config) == []
+    assert problems(tensor_map(config, 'layers'), config, 'sglang', '0.5.12') == []
+    assert problems(tensor_map(config, 'layers'), config, 'vllm') == []
+    assert problems(tensor_map(config, 'midlayer', prefix='model.', drop=('model.lm_head.weight',),
+                               extra={'lm_head.weight': ('f', 'F16', [48, 32])}), config) == []
+    config2 = drafter_config(layers=3)
+    assert problems(tensor_map(config2), config2, 'sglang', '0.5.15.post1') == []
+
+
+@pytest.mark.parametrize('engine, version, spelling, prefix, drop, extra, config_kw, expected', [
+    ('sglang', '0.5.11', 'layers', '', (), None, {}, 'silently dropped by SGLang 0.5.11'),
+    ('sglang', None, 'layers', '', (), None, {}, 'no engine_version given'),
+    ('vllm', None, 'layers', '', (), {'layers.0.self_attn.rotary.inv_freq': ('f', 'F32', [4])}, {},
+     'KeyError: unknown weight name'),
+    ('sglang', '0.5.12', 'layers', '', (), {'aux_head.weight': ('f', 'F16', [4])}, {},
+     "'aux_head.weight' would be silently dropped"),
+    ('vllm', None, 'midlayer', 'model.', (), None, {}, 'vLLM raises KeyError'),
+    ('sglang', None, 'midlayer', 'model.', (), None, {}, "'model.lm_head.weight' would be silently dropped"),
+    ('sglang', None, 'midlayer', '', ('lm_head.weight',), None, {}, "missing required tensor 'lm_head.weight'"),
+    ('vllm', None, 'midlayer', '', ('norm.weight',), None, {}, 'weights not initialized'),
+    ('sglang', None, 'midlayer', '', ('d2t',), None, {}, "missing required tensor 'd2t'"),
+    ('sglang', None, 'midlayer', '', ('fc.weight',), {'fc.weight': ('f', 'F16', [32, 64])}, {},
+     "'fc.weight' has shape [32, 64], config.json implies [32, 96]"),
+    ('sglang', '0.5.12', 'midlayer', '', (), {'layers.0.mlp.up_proj.weight': ('f', 'F16', [64, 32])}, {},
+     'duplicate weight'),
+    ('vllm', None, 'midlayer', '', (), {'layers.0.mlp.up_proj.weight': ('f', 'F16', [64, 32])}, {},
+     'duplicate weight'),
+    ('sglang', '0.5.11', 'midlayer', '', (), None, {'layers': 2}, 'rejects num_hidden_layers != 1'),
+    ('sglang', None, 'midlayer', '', (), None, {'layers': 2}, 'set engine_version'),
+    ('sglang', None, 'midlayer', '', (), None, {'architectures': ['LlamaForCausalLM']},
+     "KeyError: 'midlayer.self_attn.qkv_proj.weight'"),
+])
+def test_problems(engine, version, spelling, prefix, drop, extra, config_kw, expected):
+    config = drafter_config(**config_kw)
+    tensors = tensor_map(drafter_config(), spelling, prefix, drop, extra)
+    found = problems(tensors, config, engine, version)
+    assert any(expected in p for p in found), found
+
+
+def test_vllm_accepts_both_architecture_names():
+    config = drafter_config(architectures=['Eagle3LlamaForCausalLM'])
+    assert problems(tensor_map(config, 'midlayer'), config, 'vllm') == []
+    assert problems(tensor_map(config, 'midlayer'), config, 'sglang')
+
+
+@pytest.mark.parametrize('draft_vocab, tie, d2t_required, lm_head_required', [
+    (48, False, True, True), (96, False, False, True), (None, False, False, False), (None, True, False, True),
+])
+def test_vocabulary_rules(draft_vocab, tie, d2t_required, lm_head_required):
+    config = drafter_config()
+    config['draft_vocab_size'] = draft_vocab
+    config['tie_word_embeddings'] = tie
+    shapes = e.DraftConfig(config).expected_shapes()
+    assert (shapes['d2t'][1], shapes['lm_head.weight'][1]) == (d2t_required, lm_head_required)
+
+
+def test_fc_width_follows_aux_layer_ids_and_target_hidden():
+    config = drafter_config()
+    config['eagle_config'] = {'eagle_aux_hidden_state_layer_ids': [0, 1]}
+    config['target_hidden_size'] = 48
+    assert e.DraftConfig(config).expected_shapes()['fc.weight'][0] == [32, 96]
+
+
+def test_layout_midlayer_cannot_hold_two_layers():
+    config = drafter_config(layers=2)
+    found = problems(tensor_map(config), config, 'sglang', '0.5.12', layout='midlayer')
+    assert any('layout midlayer holds one layer' in p for p in found)
+
+
+def test_config_missing_fields():
+    found = problems({}, {'architectures': ['LlamaForCausalLMEagle3']})
+    assert any('lacks integer hidden_size' in p for p in found)
+
+
+def test_looks_like_eagle3():
+    config = drafter_config()
+    assert e.looks_like_eagle3(drafter_tensors(config, 'midlayer', 'model.'))
+    assert not e.looks_like_eagle3(['model.layers.0.mlp.up_proj.weight', 'lm_head.weight'])

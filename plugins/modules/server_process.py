@@ -52,7 +52,9 @@ options:
     type: path
     required: true
   log_path:
-    description: File the process's standard output and error are appended to. Required to start.
+    description:
+      - File that gets the process's standard output and error. Required to start.
+      - Each start begins a new file; the previous one is kept with the suffix C(.1).
     type: path
   chdir:
     description: Working directory of the process.
@@ -200,6 +202,8 @@ def start(module):
             module.fail_json(msg='server %s: %s is required to start it' % (params['name'], key))
     for path in (params['pidfile'], params['log_path']):
         os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    if os.path.exists(params['log_path']):
+        os.replace(params['log_path'], params['log_path'] + '.1')
     with open(os.devnull, 'rb') as devnull, open(params['log_path'], 'ab') as log:
         try:
             process = subprocess.Popen(params['command'], stdin=devnull, stdout=log, stderr=subprocess.STDOUT,

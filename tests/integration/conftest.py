@@ -100,7 +100,7 @@ class AnsibleResult:
 def parse_recap(stdout):
     """``{host: {counter: int}}`` from the PLAY RECAP section of ansible-playbook output."""
     recap = {}
-    _, _, tail = stdout.rpartition('PLAY RECAP')
+    tail = stdout.rpartition('PLAY RECAP')[2]
     for line in tail.splitlines():
         match = _RECAP_LINE.match(line.strip())
         if match:

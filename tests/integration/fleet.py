@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Test fleet for llmops.serving: SSH hosts in network namespaces plus one systemd host.
 
 Each namespace host ("ns1", "ns2", ...) is a network namespace with a veth to a bridge on a
@@ -11,9 +10,9 @@ virtualenv, /usr/bin/python3) stays visible everywhere.
 
 Command line::
 
-    fleet.py up --dir DIR [--hosts 3] [--nspawn] [--foreground]
-    fleet.py down --dir DIR
-    fleet.py ssh --dir DIR HOST [COMMAND...]
+    python3 tests/integration/fleet.py up --dir DIR [--hosts 3] [--nspawn] [--foreground]
+    python3 tests/integration/fleet.py down --dir DIR
+    python3 tests/integration/fleet.py ssh --dir DIR HOST [COMMAND...]
 
 ``up`` writes DIR/inventory.yml, DIR/id_ed25519 (client key), DIR/known_hosts and DIR/fleet.json
 (the state ``down`` reads). Without ``--foreground`` the hosts keep running after ``up`` returns;
@@ -227,8 +226,8 @@ class Fleet:
         proc = subprocess.run(self.ssh_command(host, command), input=input, capture_output=True, text=True,
                               timeout=timeout, check=False)
         if check and proc.returncode != 0:
-            raise FleetError('ssh %s %r failed (rc=%d): %s' % (host, command, proc.returncode,
-                                                                proc.stderr.strip() or proc.stdout.strip()))
+            detail = proc.stderr.strip() or proc.stdout.strip()
+            raise FleetError('ssh %s %r failed (rc=%d): %s' % (host, command, proc.returncode, detail))
         return proc
 
     # ---- state -----------------------------------------------------------------------------
@@ -456,6 +455,14 @@ class Fleet:
             if proc.returncode != 0 or out.strip() != name:
                 raise FleetError('SSH login to %s failed (rc=%d): %s%s' % (name, proc.returncode, out, err))
 
+    def processes(self):
+        """PIDs of the processes running in this fleet's network namespaces."""
+        inodes = set()
+        for ns in self.state.get('netns', []):
+            with contextlib.suppress(OSError):
+                inodes.add(os.stat('/run/netns/' + ns).st_ino)
+        return _netns_pids(inodes)
+
     # ---- down ------------------------------------------------------------------------------
     def close_masters(self):
         """Stop the SSH ControlPersist masters of this fleet (before hosts go away)."""
@@ -472,10 +479,6 @@ class Fleet:
         """Tear down everything this fleet created; idempotent, keeps going past errors."""
         errors = []
         self.close_masters()
-        netns_ids = set()
-        for ns in self.state.get('netns', []):
-            with contextlib.suppress(OSError):
-                netns_ids.add(os.stat('/run/netns/' + ns).st_ino)
         procs = self.state.get('procs', [])
         systemd = [p for p in procs if self.hosts.get(p['host'], {}).get('kind') == 'systemd']
         for p in systemd:  # orderly poweroff first (nspawn forwards SIGTERM as SIGRTMIN+3)
@@ -495,14 +498,14 @@ class Fleet:
             if child is not None:
                 child.wait(timeout=10)
         # Anything still running in the fleet's network namespaces is ours to kill.
-        stray = _netns_pids(netns_ids)
+        stray = self.processes()
         for pid in stray:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while stray and time.monotonic() < deadline:
             time.sleep(0.05)
-            stray = _netns_pids(netns_ids)
+            stray = self.processes()
         if stray:
             errors.append('processes %s still run in the fleet network namespaces' % stray)
         for path in reversed(self.state.get('mounts', [])):
@@ -541,6 +544,8 @@ class Fleet:
 
 def leftovers(fleet_id):
     """Names of netns, links, mounts and processes of fleet ``fleet_id`` still present."""
+    if not fleet_id:
+        raise ValueError('leftovers() needs the id of a fleet, got %r' % (fleet_id,))
     tag = 'llf%s' % fleet_id
     found = []
     if os.path.isdir('/run/netns'):
@@ -558,7 +563,7 @@ def leftovers(fleet_id):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     sub = parser.add_subparsers(dest='cmd', required=True)
     up = sub.add_parser('up', help='start a fleet and write DIR/inventory.yml')
     up.add_argument('--dir', required=True, help='state directory (short path: SSH control sockets live in it)')
@@ -604,7 +609,7 @@ def main(argv=None):
         print('%-4s %-14s %s' % (name, host['address'], host['kind']))
     print('fleet %s up in %.2f s; inventory: %s' % (fleet.id, fleet.state['startup_s'], fleet.inventory))
     if not args.foreground:
-        print('tear down with: %s down --dir %s' % (sys.argv[0], fleet.dir))
+        print('tear down with: python3 %s down --dir %s' % (os.path.abspath(__file__), fleet.dir))
         return 0
     print('Ctrl-C tears it down')
     try:

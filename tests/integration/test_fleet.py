@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 
 import fleet as fleet_lib
 
 NS = ['ns1', 'ns2', 'ns3']
-FLEET_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fleet.py')
+HERE = os.path.dirname(os.path.abspath(__file__))
+FLEET_PY = os.path.join(HERE, 'fleet.py')
+NVSIM = os.path.join(os.path.dirname(HERE), 'sim', 'nvsim.py')
 
 
 def test_adhoc_ping_and_copy_over_ssh(clean_fleet, run_adhoc):
@@ -45,6 +49,25 @@ def test_hosts_are_isolated(clean_fleet):
     assert len({clean_fleet.hosts[h]['host_key'] for h in clean_fleet.hosts}) == len(clean_fleet.hosts)
 
 
+def _gpu_status(fleet, host):
+    return json.loads(fleet.ssh(host, '/usr/bin/python3 %s status' % NVSIM).stdout)
+
+
+def test_simulated_gpus_are_per_host(clean_fleet):
+    """The repository's test doubles run on the hosts; /run (simulated GPUs) is per host."""
+    clean_fleet.ssh('ns1', '/usr/bin/python3 %s init --count 2' % NVSIM)
+    clean_fleet.ssh('ns2', '/usr/bin/python3 %s init --count 8' % NVSIM)
+    clean_fleet.ssh('ns1', 'setsid /usr/bin/python3 %s hold --gpus 1 --mib 40000 --name trainer '
+                           '</dev/null >/dev/null 2>&1 &' % NVSIM)
+    deadline = time.monotonic() + 20
+    while not _gpu_status(clean_fleet, 'ns1')['holders'] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ns1, ns2 = _gpu_status(clean_fleet, 'ns1'), _gpu_status(clean_fleet, 'ns2')
+    assert (ns1['gpus']['count'], ns2['gpus']['count']) == (2, 8)
+    assert [h['name'] for h in ns1['holders']] == ['trainer'] and ns2['holders'] == []
+    assert clean_fleet.ssh('ns3', 'test -e /run/llmops-nvsim', check=False).returncode == 1
+
+
 def test_clean_fleet_wipes_state(fleet, clean_fleet):
     assert clean_fleet.ssh('ns2', 'ls -A /srv /opt').stdout.split() == ['/opt:', '/srv:']
     procs = clean_fleet.ssh('ns2', 'ps -e -o comm=').stdout.split()
@@ -73,6 +96,7 @@ def test_systemd_unit_on_nspawn_host(fleet, run_playbook):
     assert started.changed('sd1') == 2 and started.recap['sd1']['failed'] == 0
     again = run_playbook('fleet_systemd_unit.yml', expect_rc=0)
     assert again.changed('sd1') == 0
+    # The playbook checked ActiveState through ansible.builtin.systemd_service; confirm directly.
     assert fleet.ssh('sd1', 'systemctl is-active llmops-fleet-test').stdout.strip() == 'active'
     assert fleet.ssh('sd1', 'cat /proc/1/comm').stdout.strip() == 'systemd'
 
@@ -87,13 +111,13 @@ def _fleet_cli(directory, *extra):
 
 def test_second_fleet_up_down_leaves_nothing(fleet, tmp_path):
     """A second fleet beside the session's: own subnet, works, and `down` removes all of it."""
-    up = subprocess.run(_fleet_cli(tmp_path), capture_output=True, text=True, timeout=120)
+    up = subprocess.run(_fleet_cli(tmp_path), capture_output=True, text=True, timeout=120, check=False)
     assert up.returncode == 0, up.stderr
     second = fleet_lib.Fleet(tmp_path)
     assert second.id != fleet.id and second.state['subnet'] != fleet.state['subnet']
     assert second.ssh('ns1', 'hostname').stdout.strip() == 'ns1'
     down = subprocess.run([sys.executable, FLEET_PY, 'down', '--dir', str(tmp_path)], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
     assert down.returncode == 0, down.stderr
     assert fleet_lib.leftovers(second.id) == []
     assert not (tmp_path / 'fleet.json').exists()
@@ -120,3 +144,27 @@ def test_foreground_fleet_tears_down_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_killed_owner_leaves_no_processes(tmp_path):
+    """die_with_parent: when the process that started a fleet is SIGKILLed, its hosts die too
+    (namespace hosts at once, the systemd host by an orderly poweroff); ``down`` removes the rest."""
+    code = ('import sys; sys.path.insert(0, %r); import fleet; '
+            'fleet.Fleet(%r).up(ns_hosts=1, nspawn=True, die_with_parent=True); '
+            'print("up", flush=True); sys.stdin.read()' % (os.path.dirname(FLEET_PY), str(tmp_path)))
+    owner = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline() == 'up\n'
+        orphaned = fleet_lib.Fleet(tmp_path)
+        assert orphaned.processes()
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 30
+    while orphaned.processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert orphaned.processes() == []
+    fleet_id = orphaned.id
+    assert fleet_lib.leftovers(fleet_id)  # namespaces and mounts wait for down
+    orphaned.down()
+    assert fleet_lib.leftovers(fleet_id) == []

@@ -175,6 +175,7 @@ class Fleet:
         self.dir = os.path.abspath(directory)
         self.state = {'id': None, 'hosts': {}, 'netns': [], 'links': [], 'mounts': [], 'procs': []}
         self._children = {}
+        self._t0 = None
         state_path = os.path.join(self.dir, STATE_FILE)
         if os.path.exists(state_path):
             with open(state_path) as f:
@@ -265,7 +266,7 @@ class Fleet:
         self.state['python'] = python
         self.state['started'] = time.time()
         self._save()
-        t0 = time.monotonic()
+        self._t0 = time.monotonic()
         try:
             names = ['ns%d' % i for i in range(1, ns_hosts + 1)] + (['sd1'] if nspawn else [])
             self._network(names)
@@ -279,7 +280,7 @@ class Fleet:
                     self._start_nspawn(name, die_with_parent)
             self._write_client_files()
             self._wait_ready(names)
-            self.state['startup_s'] = round(time.monotonic() - t0, 3)
+            self.state['startup_s'] = round(time.monotonic() - self._t0, 3)
             self._save()
         except BaseException:
             self.down()
@@ -447,6 +448,7 @@ class Fleet:
                 raise FleetError('hosts %s did not open SSH within %d s' % (', '.join(sorted(pending)), timeout))
             if pending:
                 time.sleep(0.02)
+        self.state['listening_s'] = round(time.monotonic() - self._t0, 3)
         # One real login per host proves keys, known_hosts and the control master.
         procs = {name: subprocess.Popen(self.ssh_command(name, 'hostname'), stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True) for name in names}
@@ -607,7 +609,8 @@ def main(argv=None):
         return 130
     for name, host in fleet.hosts.items():
         print('%-4s %-14s %s' % (name, host['address'], host['kind']))
-    print('fleet %s up in %.2f s; inventory: %s' % (fleet.id, fleet.state['startup_s'], fleet.inventory))
+    print('fleet %s up in %.2f s (sshd listening on all hosts after %.2f s); inventory: %s'
+          % (fleet.id, fleet.state['startup_s'], fleet.state['listening_s'], fleet.inventory))
     if not args.foreground:
         print('tear down with: python3 %s down --dir %s' % (os.path.abspath(__file__), fleet.dir))
         return 0

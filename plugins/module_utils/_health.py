@@ -32,6 +32,7 @@ from ansible_collections.llmops.serving.plugins.module_utils._benchmark import (
     counter_deltas,
     parse_prometheus,
 )
+from ansible_collections.llmops.serving.plugins.module_utils._procs import read_process
 
 # --------------------------------------------------------------------------------------
 # Startup phases. Matched case-insensitively and loosely: versions reword these lines
@@ -401,22 +402,14 @@ def _run_command(argv):
 # --------------------------------------------------------------------------------------
 # Process watch
 # --------------------------------------------------------------------------------------
-def read_proc_stat(pid, proc_root='/proc'):
-    """Return (state, starttime, exit_status) of a PID, or None when it does not exist.
-
-    ``exit_status`` is the waitpid-style status a zombie keeps (Linux >= 3.5), else None.
-    """
+def zombie_exit_status(pid, proc_root='/proc'):
+    """The waitpid-style status a zombie keeps in /proc/PID/stat (field 52, Linux >= 3.5)."""
     try:
         with open('%s/%d/stat' % (proc_root, pid), 'rb') as fh:
             data = fh.read().decode('utf-8', errors='replace')
-    except (OSError, ValueError):
+        return int(data[data.rfind(')') + 2:].split()[49])
+    except (OSError, ValueError, IndexError):
         return None
-    fields = data[data.rfind(')') + 2:].split()
-    # fields[0] is field 3 (state); starttime is field 22, exit_code field 52
-    state = fields[0]
-    starttime = fields[19] if len(fields) > 19 else None
-    exit_status = int(fields[49]) if state in ('Z', 'X') and len(fields) > 49 else None
-    return state, starttime, exit_status
 
 
 def decode_wait_status(status):
@@ -452,10 +445,6 @@ class ProcessWatch(object):
         self._clock = clock
         self._next_unit_check = 0.0
 
-    @property
-    def configured(self):
-        return bool(self.pid or self.pidfile or self.unit)
-
     def export(self):
         return {'pid': self.seen_pid, 'starttime': self.seen_starttime, 'main_pid': self.unit_main_pid}
 
@@ -464,25 +453,27 @@ class ProcessWatch(object):
             return 'systemd unit %s' % self.unit
         if self.pidfile:
             return 'process %s (pidfile %s)' % (self.seen_pid or '?', self.pidfile)
-        return 'process %s' % self.pid
+        if self.pid:
+            return 'process %s' % self.pid
+        return None
 
     def _watch_pid(self, pid, origin):
         """Check one PID; remembers its start time to catch PID reuse."""
-        info = read_proc_stat(pid, self._proc_root)
+        info = read_process(pid, self._proc_root)
         if self.seen_pid != pid:
             if self.seen_pid is not None:
                 return {'exit_code': None,
                         'detail': '%s changed from PID %s to %s: the process was restarted' % (origin, self.seen_pid, pid)}
             if info is None:
                 return {'exit_code': None, 'detail': 'PID %s (%s) does not exist' % (pid, origin)}
-            self.seen_pid, self.seen_starttime = pid, info[1]
+            self.seen_pid, self.seen_starttime = pid, info.starttime
         if info is None:
             return {'exit_code': None, 'detail': 'PID %s exited (exit code unknown: not our child)' % pid}
-        state, starttime, status = info
-        if starttime != self.seen_starttime:
+        if info.starttime != self.seen_starttime:
             return {'exit_code': None, 'detail': 'PID %s exited (the PID now belongs to another process)' % pid}
-        if state in ('Z', 'X'):
-            return {'exit_code': decode_wait_status(status), 'detail': 'PID %s exited' % pid}
+        if info.exited:
+            return {'exit_code': decode_wait_status(zombie_exit_status(pid, self._proc_root)),
+                    'detail': 'PID %s exited' % pid}
         return None
 
     def _read_pidfile(self):
@@ -666,16 +657,19 @@ class Waiter(object):
                 continue
             self.new_lines.append(line)
             self.tail.append(line)
+            pattern = find_fatal(raw, self.fatal_res)
             if self.fatal is not None:
                 if len(self.fatal['context']) < FATAL_CONTEXT:
                     self.fatal['context'].append(line)
+                    if pattern:
+                        self.fatal['matches'].append(line)
                 continue
             phase = match_phase(raw)
             if phase:
                 self._enter_phase(phase, line)
-            pattern = find_fatal(raw, self.fatal_res)
             if pattern:
-                self.fatal = {'line': line, 'pattern': pattern, 'elapsed': self.elapsed(), 'context': [line]}
+                self.fatal = {'line': line, 'pattern': pattern, 'elapsed': self.elapsed(), 'context': [line],
+                              'matches': [line]}
                 self._fatal_at = time.monotonic()
         del self.new_lines[:-_MAX_NEW_LINES]
         del self.tail[:-max(self.log_lines, FATAL_CONTEXT)]

@@ -428,28 +428,31 @@ def log_description(params):
 
 
 def failure_message(status, waiter, process, params, elapsed):
+    """What happened, where, then the relevant log lines (the fatal ones and what followed)."""
     where = 'after %.0f s in phase %s' % (elapsed, waiter.phase)
     health = describe_probe(waiter.last_probe)
     if status == STATUS_CRASHED:
         code = waiter.exit.get('exit_code')
-        msg = 'the server crashed %s: %s%s (last health: %s)' % (
+        msg = 'the server crashed %s: %s%s; last health: %s' % (
             where, waiter.exit['detail'], '' if code is None else ', exit code %s' % code, health)
     elif status == STATUS_FATAL_LOG:
-        msg = 'fatal line in the %s %s (pattern %r): %s' % (
-            log_description(params), where, waiter.fatal['pattern'], waiter.fatal['line'])
+        watched = process.describe()
+        msg = 'a fatal line appeared in the %s %s (%s); last health: %s' % (
+            log_description(params), where, '%s still runs' % watched if watched else 'the process is not watched', health)
     elif status == STATUS_STALLED:
-        msg = ('no progress for %.0f s %s: no new lines in the %s and the health answer stayed "%s"; '
+        msg = ('no progress for %.0f s, %s: no new lines in the %s and the health answer stayed "%s"; '
                'the start looks hung (raise stall_timeout if this phase is legitimately quiet)' % (
                    params['stall_timeout'], where, log_description(params), health))
     else:
         msg = 'the server at %s was not ready %s (timeout %.0f s); last health: %s' % (
             params['url'], where, params['timeout'], health)
-    if waiter.fatal is not None and status != STATUS_FATAL_LOG:
-        msg += '; fatal log line: %s' % waiter.fatal['line']
-    lines = waiter.fatal['context'] if waiter.fatal else waiter.tail[-params['log_lines']:]
-    if lines:
-        msg += '\n' + '\n'.join(lines[-params['log_lines']:] if not waiter.fatal else lines)
-    return msg
+    parts = [msg]
+    if waiter.fatal is not None:
+        parts.append('fatal log lines:\n' + '\n'.join('  ' + line for line in waiter.fatal['matches'][:5]))
+        parts.append('log from the first fatal line:\n' + '\n'.join(waiter.fatal['context']))
+    elif waiter.tail:
+        parts.append('last log lines:\n' + '\n'.join(waiter.tail[-params['log_lines']:]))
+    return '\n'.join(parts)
 
 
 def check_after_ready(module, request, result):

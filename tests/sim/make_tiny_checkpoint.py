@@ -17,7 +17,7 @@ import json
 import os
 import struct
 
-HIDDEN, INTER, HEADS, KV_HEADS, VOCAB, DRAFT_VOCAB, LAYERS = 64, 128, 4, 2, 512, 256, 2
+HIDDEN, INTER, HEADS, KV_HEADS, VOCAB, DRAFT_VOCAB, LAYERS = 64, 128, 4, 2, 512, 256, 4
 DTYPES = {'BF16': 2, 'I64': 8, 'BOOL': 1}
 LAYER = ('self_attn.q_proj.weight', 'self_attn.k_proj.weight', 'self_attn.v_proj.weight',
          'self_attn.o_proj.weight', 'mlp.gate_proj.weight', 'mlp.up_proj.weight', 'mlp.down_proj.weight',
@@ -86,7 +86,7 @@ def write(dest, spelling='midlayer', quality='perfect'):
     write_safetensors(os.path.join(drafter, 'model.safetensors'), tensors, {'llmops_sim_quality': quality})
     with open(os.path.join(drafter, 'config.json'), 'w') as handle:
         json.dump(config('LlamaForCausalLMEagle3', 1, draft_vocab_size=DRAFT_VOCAB,
-                         eagle_config={'eagle_aux_hidden_state_layer_ids': [0, 1]}), handle, indent=2)
+                         eagle_config={'eagle_aux_hidden_state_layer_ids': [0, 1, 2]}), handle, indent=2)
     return target, drafter
 
 

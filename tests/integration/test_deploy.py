@@ -1,0 +1,174 @@
+"""playbooks/deploy.yml on the test fleet: three namespace hosts (process launcher) and the
+systemd-nspawn host sd1 (systemd launcher), all running the SGLang simulator on simulated GPUs.
+
+Shows: all hosts ready; a rerun changes nothing and keeps every PID; a depth change on one
+host restarts only that host; a fault on one host of a 2-host batch stops the rollout and
+leaves the other hosts untouched; shell metacharacters stay one literal argument; the API
+key is in no output (-vvv) and its file is 0600; --check --diff shows the command and
+changes nothing; stop.yml leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SIM = os.path.join(ROOT, 'tests', 'sim')
+NS = ['ns1', 'ns2', 'ns3']
+ALL = NS + ['sd1']
+API_KEY = 'sk-llmops-itest-9f8e7d6c'
+ENV_FILE = '/etc/llmops/sglang-main.env'
+
+
+def deploy_vars(**overrides):
+    """Extra vars for deploy.yml on the fleet (simulator, fast phases, per-host overrides
+    through templates evaluated on each host)."""
+    base = {
+        'llmops_simulator': True,
+        'llmops_simulated_gpus': 8,
+        'llmops_simulator_dir': SIM,
+        'llmops_simulator_checkpoints': '/srv/llmops/checkpoints',
+        'sglang_server_python': '/usr/bin/python3',
+        'sglang_server_model_path': '/srv/llmops/checkpoints/target',
+        'sglang_server_speculative_draft_model_path': '/srv/llmops/checkpoints/drafter',
+        'sglang_server_speculative_depth': 16,
+        'sglang_server_min_accept_length': 1.5,
+        'sglang_server_served_model_name': 'tiny-llama',
+        'sglang_server_api_key': API_KEY,
+        'sglang_server_health_interval': 1,
+        'sglang_server_health_timeout': 120,
+        'sglang_server_env': {'PYTHONPATH': SIM, 'NVSIM_STATE_DIR': '/run/llmops-nvsim',
+                              'SGLANG_SIM_SPEED': '0.05'},
+        'gpu_preflight_nvidia_smi_path': os.path.join(SIM, 'nvidia-smi'),
+        'gpu_preflight_environment': {'NVSIM_STATE_DIR': '/run/llmops-nvsim'},
+        'gpu_preflight_wait_timeout': 20,
+    }
+    base.update(overrides)
+    return base
+
+
+def server_pids(fleet):
+    """host -> PID of the running server (pidfile or the unit's MainPID)."""
+    pids = {}
+    for host in ALL:
+        if host == 'sd1':
+            out = fleet.ssh(host, 'systemctl show -p MainPID --value llmops-sglang-main.service')
+            pids[host] = int(out.stdout.strip())
+        else:
+            out = fleet.ssh(host, 'cat /run/llmops/sglang-main.pid')
+            pids[host] = json.loads(out.stdout)['pid']
+    return pids
+
+
+def http_json(fleet, host, path):
+    """GET path from the server on host (with the API key, sent through stdin)."""
+    code = ('import json, sys, urllib.request; key = sys.stdin.read().strip(); '
+            'req = urllib.request.Request("http://127.0.0.1:30000%s", headers={"Authorization": "Bearer " + key}); '
+            'print(urllib.request.urlopen(req, timeout=10).read().decode())' % path)
+    return json.loads(fleet.ssh(host, "/usr/bin/python3 -c '%s'" % code, input=API_KEY).stdout)
+
+
+def summary_lines(result):
+    return [line for line in result.stdout.splitlines() if ': ready (' in line]
+
+
+@pytest.fixture(scope='module')
+def deployed(fleet, request):
+    """Deploy once to all four hosts; the tests below build on this state in order."""
+    run = request.getfixturevalue('run_playbook')
+    result = run('playbooks/deploy.yml', extra_vars=deploy_vars(), expect_rc=0, timeout=600)
+    return fleet, result
+
+
+def test_first_deploy_all_ready(deployed):
+    fleet, result = deployed
+    for host in ALL:
+        assert result.recap[host]['failed'] == 0
+    lines = summary_lines(result)
+    assert len(lines) == len(ALL), result.stdout[-3000:]
+    assert any('sd1: ready (start, systemd' in line for line in lines)
+    assert all('depth 16' in line and '[SIMULATOR]' in line for line in lines)
+    assert fleet.ssh('sd1', 'systemctl is-active llmops-sglang-main.service').stdout.strip() == 'active'
+
+
+def test_rerun_changes_nothing_and_keeps_pids(deployed, run_playbook):
+    fleet, _ = deployed
+    before = server_pids(fleet)
+    result = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(), expect_rc=0)
+    assert {host: result.changed(host) for host in ALL} == {host: 0 for host in ALL}
+    assert server_pids(fleet) == before
+
+
+def test_depth_change_restarts_only_that_host(deployed, run_playbook):
+    fleet, _ = deployed
+    before = server_pids(fleet)
+    depth = "{{ 10 if inventory_hostname == 'ns2' else 16 }}"
+    result = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(sglang_server_speculative_depth=depth),
+                          expect_rc=0)
+    after = server_pids(fleet)
+    assert after['ns2'] != before['ns2']
+    assert {h: after[h] for h in ALL if h != 'ns2'} == {h: before[h] for h in ALL if h != 'ns2'}
+    assert result.changed('ns2') > 0 and all(result.changed(h) == 0 for h in ALL if h != 'ns2')
+    script = fleet.ssh('ns2', 'cat /etc/llmops/sglang-main.sh').stdout
+    assert '--speculative-num-steps 9 --speculative-eagle-topk 1 --speculative-num-draft-tokens 10' in script
+    assert '--num-speculative-tokens' not in script
+
+
+def test_api_key_in_no_output_and_env_file_0600(deployed, run_playbook):
+    fleet, _ = deployed
+    result = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(), verbosity=3, expect_rc=0,
+                          limit='ns1,sd1')
+    assert API_KEY not in result.stdout and API_KEY not in result.stderr
+    for host in ('ns1', 'sd1'):
+        assert fleet.ssh(host, 'stat -c %a ' + ENV_FILE).stdout.strip() == '600'
+        assert API_KEY not in fleet.ssh(host, 'cat /proc/$(pgrep -f -o llmops_launch.py)/cmdline | tr "\\0" " "').stdout
+    unit = fleet.ssh('sd1', 'cat /etc/systemd/system/llmops-sglang-main.service').stdout
+    assert API_KEY not in unit and 'EnvironmentFile=' + ENV_FILE in unit and 'KillMode=control-group' in unit
+
+
+def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
+    fleet, _ = deployed
+    before = server_pids(fleet)
+    result = run_playbook('playbooks/deploy.yml', check=True, diff=True, expect_rc=0,
+                          extra_vars=deploy_vars(sglang_server_speculative_depth=5))
+    assert '--speculative-num-draft-tokens 5' in result.stdout
+    assert '+exec ' in result.stdout and '+ExecStart=' in result.stdout
+    assert server_pids(fleet) == before
+    assert '--speculative-num-draft-tokens 16' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-main.sh').stdout
+
+
+def test_shell_metacharacters_stay_one_argument(deployed, run_playbook):
+    fleet, _ = deployed
+    nasty = 'tiny "llama"; touch /tmp/pwned $(touch /tmp/pwned2) `id` %n'
+    run_playbook('playbooks/deploy.yml', limit='ns3,sd1', expect_rc=0,
+                 extra_vars=deploy_vars(sglang_server_served_model_name=nasty))
+    for host in ('ns3', 'sd1'):
+        assert http_json(fleet, host, '/v1/models')['data'][0]['id'] == nasty
+        assert fleet.ssh(host, 'ls /tmp/pwned /tmp/pwned2 2>/dev/null; true').stdout.strip() == ''
+
+
+def test_fault_in_first_batch_stops_rollout(deployed, run_playbook):
+    fleet, _ = deployed
+    before = server_pids(fleet)
+    env = dict(deploy_vars()['sglang_server_env'],
+               SGLANG_SIM_FAULT="{{ 'crash:load' if inventory_hostname == 'ns1' else '' }}")
+    result = run_playbook('playbooks/deploy.yml', limit=','.join(NS),
+                          extra_vars=deploy_vars(sglang_server_env=env, sglang_server_speculative_depth=5,
+                                                 llmops_serial=2, llmops_max_fail_percentage=0))
+    assert result.rc != 0
+    assert result.recap['ns1']['failed'] == 1
+    # ns3 was in the second batch: never touched.
+    assert 'ns3' not in result.recap or result.recap['ns3']['changed'] == 0
+    assert server_pids(fleet)['ns3'] == before['ns3']
+    assert 'crash' in result.stdout.lower() or 'exited' in result.stdout.lower()
+
+
+def test_stop_leaves_no_process(deployed, run_playbook):
+    fleet, _ = deployed
+    run_playbook('playbooks/stop.yml', expect_rc=0)
+    for host in NS:
+        assert fleet.ssh(host, 'pgrep -f sglang.launch_server || true').stdout.strip() == ''
+    assert fleet.ssh('sd1', 'systemctl is-active llmops-sglang-main.service || true').stdout.strip() == 'inactive'

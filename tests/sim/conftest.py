@@ -169,6 +169,11 @@ class Sim:
         assert status == 200, (path, status, raw[:300])
         return json.loads(raw)
 
+    def stop(self):
+        """SIGTERM, as systemd would; the simulated GPU memory is free again afterwards."""
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(10) == 0
+
     def wait_ready(self, timeout=20.0):
         wait_for(lambda: 'The server is fired up and ready to roll!' in self.log() or self.proc.poll() is not None,
                  timeout, what='ready line')

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Write a tiny target model and EAGLE-3 drafter for the SGLang simulator (TEST DOUBLE).

@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 
-T_BASE = 10.0
+T_BASE = 15.0
 K_PREFILL = 0.005
 K_VERIFY = 0.02
 K_TREE = 0.005

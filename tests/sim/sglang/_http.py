@@ -285,6 +285,7 @@ class Handler(BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 2048  # uvicorn's backlog; socketserver's 5 drops bursts of connections
     dummy = False
 
     def handle_error(self, request, client_address):

@@ -306,11 +306,11 @@ class Server(_http.Counters):
         self.engine = Engine(self.config.speed, self.draft_tokens, self.quality(), a['max_running_requests'] or 4096, log,
                              a['decode_log_interval'], a['random_seed'])
         self.httpd = _http.make_server(self, a['host'], a['port'], dummy=multi_rank)
-        threading.Thread(target=self.httpd.serve_forever, name='http', daemon=True).start()
         log('INFO:     Started server process [%d]' % os.getpid())
         log('INFO:     Waiting for application startup.')
         log('INFO:     Application startup complete.')
         log('INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)' % (a['host'], a['port']))
+        threading.Thread(target=self.httpd.serve_forever, name='http', daemon=True).start()
         if multi_rank:
             self.status = 'ready'
             return

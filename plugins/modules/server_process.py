@@ -9,7 +9,7 @@ DOCUMENTATION = r'''
 module: server_process
 short_description: Run a long-lived server as a detached process with a pidfile (hosts without systemd)
 version_added: 0.1.0
-author: llmops.serving maintainers
+author: llmops.serving maintainers (@llmops)
 description:
   - Starts a command in a session of its own (C(setsid)), detached from Ansible, with its output appended to a
     log file and its identity (PID, start time) in a pidfile.
@@ -108,7 +108,6 @@ stopped:
 
 import json
 import os
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -195,6 +194,28 @@ def tail(path, lines=20):
         return ''
 
 
+def spawn(command, log_path, chdir):
+    """Fork a child that becomes a session leader, with stdin from /dev/null and stdout and
+    stderr to ``log_path``, and execs ``command``; return its PID (exit status 127 if the
+    exec failed, with the reason in the log)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        os.dup2(devnull, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.closerange(3, os.sysconf('SC_OPEN_MAX'))
+        os.chdir(chdir)
+        os.execvp(command[0], command)
+    except BaseException as exc:  # pylint: disable=broad-except
+        os.write(2, ('cannot run %s: %s\n' % (command[0], exc)).encode())
+    os._exit(127)
+
+
 def start(module):
     params = module.params
     for key in ('command', 'log_path'):
@@ -204,29 +225,25 @@ def start(module):
         os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
     if os.path.exists(params['log_path']):
         os.replace(params['log_path'], params['log_path'] + '.1')
-    with open(os.devnull, 'rb') as devnull, open(params['log_path'], 'ab') as log:
-        try:
-            process = subprocess.Popen(params['command'], stdin=devnull, stdout=log, stderr=subprocess.STDOUT,
-                                       cwd=params['chdir'], close_fds=True, start_new_session=True)
-        except OSError as exc:
-            module.fail_json(msg='server %s: cannot run %s: %s' % (params['name'], params['command'][0], exc))
+    pid = spawn(params['command'], params['log_path'], params['chdir'])
     info = None
     deadline = time.monotonic() + 5
     while info is None and time.monotonic() < deadline:
-        info = _procs.read_process(process.pid)
+        info = _procs.read_process(pid)
     if info is None:
-        module.fail_json(msg='server %s: process %d vanished at once' % (params['name'], process.pid))
+        module.fail_json(msg='server %s: process %d vanished at once' % (params['name'], pid))
     tmp = params['pidfile'] + '.tmp'
     with open(tmp, 'w') as handle:
         json.dump({'pid': info.pid, 'starttime': info.starttime, 'command': params['command']}, handle)
     os.replace(tmp, params['pidfile'])
     deadline = time.monotonic() + params['startup_check']
     while time.monotonic() < deadline:
-        code = process.poll()
-        if code is not None:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
             os.unlink(params['pidfile'])
             module.fail_json(msg='server %s exited with status %d right after start; end of %s:\n%s'
-                             % (params['name'], code, params['log_path'], tail(params['log_path'])))
+                             % (params['name'], os.waitstatus_to_exitcode(status), params['log_path'],
+                                tail(params['log_path'])))
         time.sleep(0.05)
     return info.pid
 

@@ -9,7 +9,7 @@ DOCUMENTATION = r'''
 module: sglang_launch_check
 short_description: Detect the installed SGLang (or vLLM) server and check a launch argv against its own flags
 version_added: 0.1.0
-author: llmops.serving maintainers
+author: llmops.serving maintainers (@llmops)
 description:
   - Finds the version of the engine installed for O(python) (C(importlib.metadata), falling back to the
     package's C(__version__)) and reads the option list of its server from C(python -m <server module> --help).

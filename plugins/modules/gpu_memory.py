@@ -84,6 +84,8 @@ options:
         of each process on a selected GPU. A process that matches is stopped.
       - Example patterns are C(^sglang::) (orphaned SGLang workers) and
         C(python3? .*train\.py).
+      - A matching process that keeps coming back under new PIDs (restarted by a
+        supervisor) is stopped in at most three rounds, then reported as blocking.
     type: list
     elements: str
     default: []
@@ -340,6 +342,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import _nvidia_smi as smi
 from ansible_collections.llmops.serving.plugins.module_utils import _procs as procs
 
+# A matching process that keeps coming back (restarted by a supervisor) is not chased forever.
+MAX_RECLAIM_ROUNDS = 3
+
 ARGUMENT_SPEC = dict(
     gpus=dict(type='list', elements='str', default=['all']),
     expected_count=dict(type='int'),
@@ -376,6 +381,7 @@ class GpuMemory:
         self.reclaimed = []
         self.would_reclaim = []
         self.handled = {}  # (pid, starttime) -> entry in self.reclaimed
+        self.rounds = 0
 
     def describe(self, app, infos):
         pid = app['pid']
@@ -400,7 +406,9 @@ class GpuMemory:
                                  % (', '.join(unknown), ', '.join('%d %s' % (g['index'], g['uuid']) for g in gpus)))
         wanted = set(g['index'] for g in selected)
         infos = {}
-        processes = [self.describe(a, infos) for a in apps if a['gpu'] in wanted or a['gpu'] is None]
+        # A process on a GPU the driver does not list is only considered when all GPUs are selected.
+        every = len(selected) == len(gpus)
+        processes = [self.describe(a, infos) for a in apps if a['gpu'] in wanted or (every and a['gpu'] is None)]
         return gpus, selected, processes
 
     def targets(self, processes):
@@ -443,9 +451,14 @@ class GpuMemory:
         if handled:
             if handled['exited']:
                 return 'exited after %s; the driver has not released its memory yet' % '+'.join(handled['signals'] or ['no signal'])
+            if handled['outcome'] == 'permission denied':
+                return 'permission denied (run the task as root: become: true)'
             return handled['outcome']
         if info.exited:
             return 'exited (zombie); the driver has not released its memory yet'
+        if p['matched'] and self.rounds >= MAX_RECLAIM_ROUNDS:
+            return ('matched, but matching processes reappeared after %d reclaim rounds (restarted by a '
+                    'supervisor? stop that first)' % MAX_RECLAIM_ROUNDS)
         if p['matched']:
             return 'would be reclaimed (check mode)' if self.check_mode else 'matched'
         if not self.patterns:
@@ -462,7 +475,8 @@ class GpuMemory:
                 for info, entries in targets:
                     self.would_reclaim.extend(self.public(p) for p in entries)
                     self.handled[(info.pid, info.starttime)] = None
-            elif targets:
+            elif targets and self.rounds < MAX_RECLAIM_ROUNDS:
+                self.rounds += 1
                 self.reclaim(targets)
                 deadline = max(deadline, self.clock() + self.params['wait_timeout'])
                 continue

@@ -223,3 +223,25 @@ def test_fake_matches_recording(fake):
     out = subprocess.run([str(fake.path), gpu_memory.smi.gpu_query_argv('x')[1]], stdout=subprocess.PIPE, check=True)
     first = out.stdout.decode().splitlines()[0].split(', ')
     assert first[0] == expected[0] and first[2:] == expected[2:]
+
+
+def test_respawning_process_is_not_chased_forever(tmp_path):
+    """A supervisor restarts the matching process under a new PID after every stop."""
+    uuid = 'GPU-16b0d5eb-b6eb-afd8-95b9-178a9196b640'
+    next_pid = [2 ** 22 + 1000]  # above Linux's largest pid_max: never a real process
+
+    def runner(argv):
+        if argv[1].startswith('--query-gpu='):
+            return 0, '0, %s, NVIDIA H200, 143771, 40009, 103147\n' % uuid, ''
+        next_pid[0] += 1
+        pid = next_pid[0]
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / 'stat').write_text('%d (python3) S %s\n' % (pid, ' '.join(['1'] * 30)))
+        (tmp_path / str(pid) / 'cmdline').write_bytes(b'python3\x00train.py\x00')
+        return 0, '%d, python3, 40000, %s\n' % (pid, uuid), ''
+    params = dict((k, v.get('default')) for k, v in gpu_memory.ARGUMENT_SPEC.items())
+    params.update(reclaim=['train\\.py'], wait_timeout=0.3, poll_interval=0.05, grace_period=0.1)
+    result = gpu_memory.GpuMemory(params, False, runner=runner, proc=str(tmp_path)).run()
+    assert not result['ready'] and len(result['reclaimed']) == gpu_memory.MAX_RECLAIM_ROUNDS
+    assert all(r['outcome'] == 'gone before signal' and r['signals'] == [] for r in result['reclaimed'])
+    assert 'reappeared after 3 reclaim rounds' in result['blocking'][0]['reason']

@@ -231,10 +231,10 @@ def _csv(fields, table, rows, fmt, out):
             return 2
         specs.append(table[field])
     if 'noheader' not in opts:
-        out.write(', '.join(h + (' [%s]' % u if u else '') for h, u, _ in specs) + '\n')
+        out.write(', '.join(h + (' [%s]' % u if u else '') for h, u, dummy in specs) + '\n')
     for row in rows:
         values = []
-        for _, unit, value in specs:
+        for dummy, unit, value in specs:
             text = value(row)
             if unit and 'nounits' not in opts:
                 text += ' ' + unit

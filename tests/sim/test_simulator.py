@@ -59,7 +59,7 @@ def health_timeline(sim, until=READY, timeout=20.0):
     seen = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status, _ = sim.get('/health', timeout=5)
+        status = sim.get('/health', timeout=5)[0]
         if not seen or seen[-1] != status:
             seen.append(status)
         if status == 200 or sim.proc.poll() is not None:
@@ -297,10 +297,10 @@ def test_middle_depth_is_fastest_at_concurrency_8(start_sim, tmp_path):
                         '--speculative-num-draft-tokens', str(depth),
                         env={'SGLANG_SIM_SPEED': '0.5', 'SGLANG_SIM_PHASES': 'imports=0.2,load=0.2,graphs=0.2,warmup=0.2'})
         rounds = []
-        for _ in range(3):
+        for dummy in range(3):
             metas = []
             threads = [threading.Thread(target=lambda: metas.append(sim.json(
-                '/generate', {'text': 'x' * 400, 'sampling_params': {'max_new_tokens': 256}})['meta_info'])) for _ in range(8)]
+                '/generate', {'text': 'x' * 400, 'sampling_params': {'max_new_tokens': 256}})['meta_info'])) for dummy in range(8)]
             for t in threads:
                 t.start()
             for t in threads:
@@ -407,7 +407,7 @@ def test_warmup_failure_kills_the_server(start_sim):
 
 def test_health_flap_and_slow_health(start_sim):
     sim = start_sim(env={'SGLANG_SIM_FAULT': 'health_flap'})
-    assert [sim.get('/health')[0] for _ in range(4)] in ([200, 503, 200, 503], [503, 200, 503, 200])
+    assert [sim.get('/health')[0] for dummy in range(4)] in ([200, 503, 200, 503], [503, 200, 503, 200])
     sim.stop()
     slow = start_sim(env={'SGLANG_SIM_FAULT': 'slow_health'})
     began = time.monotonic()

@@ -65,7 +65,7 @@ def recorded_options():
         required = not item.startswith('[')
         if not required:
             item = item[1:-1]
-        flag, _, rest = item.partition(' ')
+        flag, dummy, rest = item.partition(' ')
         if flag == '-h':
             continue
         opt = {'flag': flag, 'metavar': None, 'choices': None, 'nargs': None, 'required': required}

@@ -316,7 +316,7 @@ def metrics_text(sim):
     with sim.lock:
         requests = sorted(sim.http_counts.items())
     totals = {}
-    for (path, method, _), count in requests:
+    for (path, method, dummy), count in requests:
         totals[(path, method)] = totals.get((path, method), 0) + count
     family('http_requests_total', 'counter', 'Total number of HTTP requests by endpoint and method',
            [('endpoint="%s",method="%s"' % k, v) for k, v in totals.items()])

@@ -57,7 +57,7 @@ class Config:
         self.fault = environ.get('SGLANG_SIM_FAULT') or None
         self.crash = self.hang = None
         if self.fault:
-            kind, _, phase = self.fault.partition(':')
+            kind, dummy, phase = self.fault.partition(':')
             if kind in ('crash', 'hang') and phase in PHASES:
                 setattr(self, kind, phase)
             elif self.fault not in FAULTS:
@@ -178,7 +178,7 @@ class Server(_http.Counters):
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env['PYTHONPATH'] = here + os.pathsep + env.get('PYTHONPATH', '')
         env['SGLANG_SIM_ORPHAN_SECONDS'] = str(self.config.orphan_seconds)
-        for rank, _ in enumerate(indexes):
+        for rank in range(len(indexes)):
             title = 'sglang::scheduler_TP%d' % rank if len(indexes) > 1 else 'sglang::scheduler'
             child = subprocess.Popen([title, '-m', 'sglang._scheduler', str(os.getpid())], executable=sys.executable, env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -269,6 +269,12 @@ class Fleet:
         self._t0 = time.monotonic()
         try:
             names = ['ns%d' % i for i in range(1, ns_hosts + 1)] + (['sd1'] if nspawn else [])
+            # The hosts' upper layers live on a tmpfs: overlayfs accepts it as upper layer
+            # wherever DIR is (even on an overlay root), and it is not inside the lower /.
+            hosts_dir = os.path.join(self.dir, 'hosts')
+            os.makedirs(hosts_dir, exist_ok=True)
+            self._record('mounts', hosts_dir)
+            _run(['mount', '-t', 'tmpfs', '-o', 'mode=0755', 'llf%s-hosts' % self.id, hosts_dir])
             self._network(names)
             client_pub = _keygen(self.key, 'llmops-fleet-%s' % self.id)
             for name in names:
@@ -354,12 +360,8 @@ class Fleet:
             _write(os.path.join(hdir, 'start.sh'), NS_START.format(
                 ns_dirs=' '.join(NS_DIRS), fid=self.id, name=name, hdir=hdir, sshd=SSHD))
             return
-        # systemd host: overlay of / whose upper layer lives on its own tmpfs (overlayfs
-        # refuses an upper directory inside its lower one).
+        # systemd host: an overlay of /.
         fs = os.path.join(hdir, 'fs')
-        os.makedirs(fs, exist_ok=True)
-        self._record('mounts', fs)
-        _run(['mount', '-t', 'tmpfs', '-o', 'mode=0755', 'llf%s-%s' % (self.id, name), fs])
         for sub in ('upper', 'work', 'root'):
             os.makedirs(os.path.join(fs, sub))
         upper = os.path.join(fs, 'upper')

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Installs the OS packages the test bed needs, only when missing (idempotent, fast when present).
+# Installs the OS packages the test bed needs, only when missing (idempotent, fast when present):
+# sshd, ssh and ssh-keygen for the fleet hosts and their client, systemd-nspawn for the systemd
+# host, ip (network namespaces, veth, bridge), unshare/setpriv/mount (namespaces, overlays).
 set -euo pipefail
 need=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh-keygen >/dev/null 2>&1 && command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
-command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+command -v unshare >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+command -v mount >/dev/null 2>&1 || need+=(mount)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing OS packages: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -36,11 +36,12 @@ or fully fixed, and the next run finishes the job):
   the old bytes and the new bytes is written to a temporary name, fsynced, renamed into
   place and the directory fsynced *before* the file is touched; the file is fsynced
   before the journal is removed. ``recover`` (run first by every caller) finds a
-  journal only if the header write may not be durable: it writes the old bytes back
-  unless the new ones are already complete, so the file is original again and the
-  normal run then applies the fix. A journal whose checksum does not match was torn
-  before its rename was durable, so the file was never touched and the journal is
-  simply removed.
+  journal only if the header write may not be durable. If the span holds neither the old
+  nor the new bytes (a torn write after power loss), it writes the old bytes back; in
+  every case it fsyncs the file before removing the journal. The file is then original
+  (and the normal run applies the fix) or fixed. A journal whose checksum does not match
+  was torn before its rename was durable, so the file was never touched and the journal
+  is simply removed.
 * ``LLMOPS_DRAFTER_FAULT_STEP=N`` (tests only) makes the process SIGKILL itself after
   its N-th durable step (each write, fsync, rename, link or unlink).
 """

@@ -36,7 +36,7 @@ description:
     header, read-only files, C(pytorch_model.bin) ...) and when problems remain that
     would stop the engine loading the drafter correctly.
 author:
-  - llmops.serving maintainers
+  - llmops.serving contributors (@llmops)
 attributes:
   check_mode:
     support: full
@@ -77,8 +77,8 @@ options:
     default: auto
   rename:
     description:
-      - Extra prefix rules applied to every tensor name before the layer naming, first
-        match wins. For example O(rename=[{from: draft_model., to: ''}]).
+      - "Extra prefix rules applied to every tensor name before the layer naming, first
+        match wins. For example C([{from: draft_model., to: ''}]) strips C(draft_model.)."
     type: list
     elements: dict
     default: []

@@ -69,7 +69,7 @@ def test_role_fixes_then_reports_no_change(clean_fleet, run_playbook, drafters):
 
 
 def test_role_validate_only_fails_naming_the_cause(clean_fleet, run_playbook, drafters):
-    base, _ = drafters
+    base = drafters[0]
     before = digest(os.path.join(base, 'ns1'))
     result = play(run_playbook, base, drafter_fix=False)
     assert result.rc != 0 and all(result.recap[h]['failed'] == 1 for h in HOSTS)

@@ -88,9 +88,9 @@ def test_plan_renames_layout(spelling, layers, engine, version, layout, renamed,
 def test_plan_renames_strips_model_prefix_for_vllm_only_and_lm_head_for_sglang():
     config = drafter_config()
     names = list(drafter_tensors(config, 'midlayer', prefix='model.'))
-    vllm, _ = e.plan_renames(names, config, e.Rules('vllm'))
+    vllm = e.plan_renames(names, config, e.Rules('vllm'))[0]
     assert vllm['model.fc.weight'] == 'fc.weight' and len(vllm) == len(names)
-    sglang, _ = e.plan_renames(names, config, e.Rules('sglang'))
+    sglang = e.plan_renames(names, config, e.Rules('sglang'))[0]
     assert sglang == {'model.lm_head.weight': 'lm_head.weight'}
 
 
@@ -98,7 +98,7 @@ def test_plan_renames_user_rules_first_match_wins():
     config = drafter_config()
     names = list(drafter_tensors(config, 'midlayer', prefix='draft_model.'))
     rules = [{'from': 'draft_model.', 'to': ''}, {'from': 'draft_', 'to': 'x'}]
-    mapping, _ = e.plan_renames(names, config, e.Rules('sglang'), rename=rules)
+    mapping = e.plan_renames(names, config, e.Rules('sglang'), rename=rules)[0]
     assert sorted(mapping.values()) == sorted(drafter_tensors(config, 'midlayer'))
 
 

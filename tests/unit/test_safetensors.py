@@ -133,7 +133,7 @@ def test_write_header_in_place_keeps_data(sample):
 
 
 def test_write_header_in_place_refuses_a_header_changed_meanwhile(sample):
-    path, _ = sample
+    path = sample[0]
     header = st.read_header(path)
     region = st.encode_header(renamed(header, 'layers.0.', 'midlayer.'), header.metadata, header.header_len)
     with open(path, 'r+b') as f:
@@ -225,7 +225,7 @@ def test_recover_after_an_interrupted_in_place_write(sample, state):
 
 
 def test_recover_drops_a_torn_journal_and_leftover_temporaries(sample):
-    path, _ = sample
+    path = sample[0]
     original = open(path, 'rb').read()
     directory = os.path.dirname(path)
     with open(st.journal_path(path), 'wb') as f:

@@ -37,8 +37,8 @@ API_COMPLETIONS = 'completions'
 API_GENERATE = 'generate'
 APIS = (API_COMPLETIONS, API_GENERATE)
 PERCENTILES = (50, 90, 99)
-# iter_lines() splits what one read returns; a large read keeps the per-event cost low
-# (measured in tests/perf/benchmark_client_throughput.py).
+# Largest read; read1() returns whatever has arrived, so a large limit costs no latency and
+# keeps the per-event cost low (measured in tests/perf/benchmark_client_throughput.py).
 READ_CHUNK = 65536
 MAX_ERRORS_KEPT = 5
 
@@ -217,6 +217,34 @@ class RequestRecord:
         return None
 
 
+def iter_lines(read1, size=READ_CHUNK):
+    """Lines (without the newline) of a byte stream, as soon as each has arrived.
+
+    ``read1(size)`` must return what is available without waiting for ``size`` bytes
+    (``io.BufferedReader.read1`` semantics): SSE responses may be chunked (uvicorn) or
+    plain bodies ended by closing the connection, and a read that waits for a full
+    buffer would delay every event of the latter.
+    """
+    pending = b''
+    while True:
+        data = read1(size)
+        if not data:
+            break
+        lines = (pending + data).split(b'\n')
+        pending = lines.pop()
+        for line in lines:
+            yield line
+    if pending:
+        yield pending
+
+
+def _read1(raw):
+    """``read1`` of a urllib3 response: its own (urllib3 >= 2.3, decodes content), else the
+    ``http.client`` response underneath (older urllib3; requests ask for identity encoding)."""
+    read1 = getattr(raw, 'read1', None)
+    return read1 if read1 is not None else raw._fp.read1  # pylint: disable=protected-access
+
+
 def consume_stream(lines, record, clock=time.perf_counter):
     """Feed every SSE ``data:`` line of ``lines`` (bytes) into ``record`` until ``[DONE]``."""
     loads = json.loads
@@ -247,7 +275,7 @@ class Client:
             raise BenchmarkError('the Python library "requests" is needed')
         self.url = url.rstrip('/')
         self.timeout = timeout
-        self.headers = {'Content-Type': 'application/json'}
+        self.headers = {'Content-Type': 'application/json', 'Accept-Encoding': 'identity'}
         if api_key:
             self.headers['Authorization'] = 'Bearer %s' % api_key
         self._local = threading.local()
@@ -278,7 +306,7 @@ class Client:
                     record.error = 'HTTP %d: %s' % (resp.status_code, resp.text[:300].strip())
                     record.finish(clock())
                     return record
-                consume_stream(resp.iter_lines(chunk_size=READ_CHUNK), record, clock)
+                consume_stream(iter_lines(_read1(resp.raw)), record, clock)
         except requests.RequestException as exc:
             record.error = '%s: %s' % (type(exc).__name__, exc)
             record.finish(clock())

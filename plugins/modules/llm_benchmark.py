@@ -26,7 +26,7 @@ description:
     so chunks that carry several tokens (speculative decoding) are counted correctly.
   - Runs where the module runs; use C(delegate_to) to send the load from elsewhere.
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (@llmops)
 requirements:
   - requests (Python library) on the host that runs the module
 attributes:
@@ -106,7 +106,7 @@ options:
     type: float
     default: 600
   api_key:
-    description: Sent as C(Authorization: Bearer); the server's C(--api-key).
+    description: The server's C(--api-key), sent as an C(Authorization) bearer token.
     type: str
   max_failed_ratio:
     description:
@@ -274,10 +274,17 @@ from ansible_collections.llmops.serving.plugins.module_utils import _benchmark
 
 
 def _server_args(info):
-    """Flat server arguments and version, without the bulky per-scheduler state."""
+    """Flat server arguments and version, without the per-scheduler state and with secrets masked."""
     if not isinstance(info, dict):
         return {}
-    return dict((k, v) for k, v in info.items() if k != 'internal_states')
+    args = {}
+    for key, value in info.items():
+        if key == 'internal_states':
+            continue
+        if value and (key.endswith('api_key') or 'password' in key or 'secret' in key):
+            value = '********'
+        args[key] = value
+    return args
 
 
 def main():

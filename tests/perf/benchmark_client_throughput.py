@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """How fast is the llm_benchmark client itself?
@@ -24,7 +23,6 @@ import json
 import multiprocessing
 import os
 import sys
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -97,7 +95,7 @@ def serve(port_queue, tokens_per_chunk, cpu):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--api', choices=('completions', 'generate'), default='completions')
     parser.add_argument('--concurrency', type=int, default=8)
     parser.add_argument('--num-prompts', type=int, default=64)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -227,12 +228,13 @@ def test_aggregate_figures():
 class FakeServer:
     """A tiny SGLang-like server: streams ``tokens_per_chunk`` tokens per chunk."""
 
-    def __init__(self, tokens_per_chunk=2, fail_every=0, flush_status=200, metrics=True, accept=None):
+    def __init__(self, tokens_per_chunk=2, fail_every=0, flush_status=200, metrics=True, accept=None, pause=0.0):
         self.tokens_per_chunk = tokens_per_chunk
         self.fail_every = fail_every
         self.flush_status = flush_status
         self.with_metrics = metrics
         self.accept = accept
+        self.pause = pause  # with a pause: body ended by closing (no chunking), pause after the first event
         self.requests = []
         self.flushes = 0
         self.generated = 0
@@ -292,8 +294,19 @@ class FakeServer:
                                        'usage': {'prompt_tokens': 3, 'completion_tokens': sent}})
                 with owner.lock:
                     owner.generated += total
-                data = b''.join(b'data: ' + json.dumps(c).encode() + b'\n\n' for c in chunks) + b'data: [DONE]\n\n'
-                self._send(200, data, 'text/event-stream')
+                events = [b'data: ' + json.dumps(c).encode() + b'\n\n' for c in chunks] + [b'data: [DONE]\n\n']
+                if not owner.pause:
+                    self._send(200, b''.join(events), 'text/event-stream')
+                    return
+                self.send_response(200)
+                self.send_header('Content-Type', 'text/event-stream')
+                self.send_header('Connection', 'close')
+                self.end_headers()
+                self.wfile.write(events[0])
+                self.wfile.flush()
+                time.sleep(owner.pause)
+                self.wfile.write(b''.join(events[1:]))
+                self.close_connection = True
 
         self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self.url = 'http://127.0.0.1:%d' % self.httpd.server_address[1]
@@ -356,3 +369,12 @@ def test_unreachable_server_fails_every_warmup():
     client = bm.Client('http://127.0.0.1:9', timeout=2)
     with pytest.raises(bm.BenchmarkError, match='every warm-up request to http://127.0.0.1:9 failed: ConnectionError'):
         bm.benchmark(client, 'generate', bm.synthetic_prompts(1, 1, 1, 0), [1])
+
+
+def test_events_count_when_they_arrive_on_a_connection_closed_body():
+    # Like the simulator (HTTP/1.0 style, no chunking): a reader that waited for a full
+    # buffer would see the first token only at the end.
+    with FakeServer(tokens_per_chunk=1, pause=0.3) as server:
+        record = bm.Client(server.url).stream('/generate', bm.request_body('generate', 'x', 4))
+    assert record.ok and record.output_tokens == 4
+    assert record.ttft < 0.2 <= 0.3 <= record.e2e

@@ -82,6 +82,14 @@ def test_busy_client_warns(capsys, monkeypatch):
     monkeypatch.setattr(bm, 'benchmark', fake)
     code, result = run_module(capsys, {'url': 'http://127.0.0.1:1', 'max_failed_ratio': 1.0})
     assert code == 0
-    assert [w['event']['msg'] for w in result['warnings']] == [
-        'at concurrency 8 the benchmark client used 95% of a CPU core: the figures may be limited by the client, '
-        'not the server']
+    assert ('at concurrency 8 the benchmark client used 95% of a CPU core: the figures may be limited by the client, '
+            'not the server') in [w['event']['msg'] for w in result['warnings']]
+
+
+@pytest.mark.parametrize('info, expected', [
+    ({'api_key': 'k', 'admin_api_key': None, 'ssl_keyfile_password': 'p', 'port': 1, 'internal_states': [{}]},
+     {'api_key': '********', 'admin_api_key': None, 'ssl_keyfile_password': '********', 'port': 1}),
+    (None, {}),
+])
+def test_server_args_mask_secrets_and_drop_internal_state(info, expected):
+    assert llm_benchmark._server_args(info) == expected

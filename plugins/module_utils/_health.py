@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import socket
 import ssl
 import subprocess
@@ -393,7 +392,7 @@ class JournalFollower(object):
 
 def _run_command(argv):
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return 127, str(exc)
     return proc.returncode, proc.stdout.decode('utf-8', errors='replace')
@@ -910,7 +909,7 @@ ARGUMENT_SPEC = dict(
     smoke=dict(type='str', default='none', choices=['none', 'completions', 'generate']),
     smoke_model=dict(type='str'),
     smoke_prompt=dict(type='str', default='The capital of France is'),
-    smoke_max_tokens=dict(type='int', default=32),
+    smoke_max_tokens=dict(type='int', default=32, no_log=False),
     smoke_timeout=dict(type='float', default=120.0),
     min_accept_length=dict(type='float'),
     resume=dict(type='dict'),

@@ -23,19 +23,20 @@ description:
     seconds, carrying the log offset and the phases seen between slices, and prints a
     heartbeat per host after each slice (elapsed time, startup phase, health, and the new
     log lines since the previous heartbeat).
-  - Health answers are told apart, connection refused (not listening yet: imports, weight
-    loading, CUDA graph capture), HTTP 503 (SGLang's warm-up request has not finished),
-    other 5xx, other answers (wrong O(health_path) or API key), timeouts and TLS errors.
+  - Health answers are told apart. Connection refused means not listening yet (imports,
+    weight loading, CUDA graph capture); HTTP 503 means SGLang's warm-up request has not
+    finished; other 5xx, other answers (wrong O(health_path) or API key), timeouts and TLS
+    errors are reported as such.
   - Startup phases are recognised from SGLang and vLLM log lines (matched loosely, since
     versions reword them) and from the health answers.
   - After the server is ready, O(smoke) sends one real generation and checks it produced
     tokens; O(min_accept_length) then fails the task when speculative decoding is on and
     the drafter's acceptance length is below the floor (a drafter that loaded with the wrong
     tensor names serves at about 1.0).
-  - Works with C(delegate_to: localhost) for a remote URL; leave the log and process
+  - Works with C(delegate_to=localhost) for a remote URL; leave the log and process
     options unset then.
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (@llmops)
 attributes:
   check_mode:
     support: none
@@ -53,6 +54,7 @@ attributes:
     support: none
     description: Heartbeats need the action plugin to wait; do not use C(async).
   platform:
+    support: full
     platforms: posix
     description: Process and log watching read C(/proc), files and C(journalctl) on Linux.
 options:
@@ -74,8 +76,9 @@ options:
     default: {}
   api_key:
     description:
-      - API key of the server (C(--api-key)), sent as C(Authorization: Bearer ...). SGLang
-        does not check it on /health and /metrics, but the smoke request needs it.
+      - API key of the server (C(--api-key)), sent as a C(Authorization) header with the
+        C(Bearer) scheme. SGLang does not check it on /health and /metrics, but the smoke
+        request needs it.
       - Never printed.
     type: str
   validate_certs:

@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
 
+import nvsim
 import pytest
 
 from conftest import NVIDIA_SMI, NVSIM, SMI_FIXTURES, wait_for
@@ -25,8 +27,13 @@ TABLE_LOOK = {
 RECORDED_PID = 444
 
 
-def smi(*args):
-    return subprocess.run([NVIDIA_SMI] + list(args), capture_output=True, text=True, check=False)
+def smi(*args, exe=False):
+    """Run the stand-in: the real executable (``exe``) or, faster, its function in this process."""
+    if exe:
+        return subprocess.run([NVIDIA_SMI] + list(args), capture_output=True, text=True, check=False)
+    out, err = io.StringIO(), io.StringIO()
+    rc = nvsim.smi_main(list(args), out, err)
+    return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
 
 
 def recorded(name, pid=None):
@@ -63,15 +70,15 @@ def test_table_byte_for_byte(one_gpu, trainer, state):
     if state == 'after-release':
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(5) == 0
-    result = smi()
-    assert result.returncode == 0
+    result = smi(exe=True)
+    assert (result.returncode, result.stderr) == (0, '')
     assert result.stdout == recorded('%s-table.txt' % state, pid)
 
 
 @pytest.mark.parametrize('state', ['idle', 'busy'])
 def test_query_forms_byte_for_byte(one_gpu, trainer, state):
     pid = trainer().pid if state == 'busy' else None
-    gpu = smi(QUERY_GPU, '--format=csv,noheader,nounits')
+    gpu = smi(QUERY_GPU, '--format=csv,noheader,nounits', exe=True)
     assert gpu.returncode == 0
     assert gpu.stdout == recorded('%s-query-gpu-noheader-nounits.csv' % state)
     if state == 'idle':
@@ -135,7 +142,7 @@ def test_ignore_term_and_no_data_name(nvstate, trainer):
 def test_faults(nvstate, fault, rc, stdout, stderr):
     nvstate.init('--count', '8', '--fault', fault)
     for args in ([], ['-L'], [QUERY_GPU, '--format=csv']):
-        result = smi(*args)
+        result = smi(*args, exe=not args)
         assert (result.returncode, result.stdout, result.stderr) == (rc, stdout, stderr)
 
 

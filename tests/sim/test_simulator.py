@@ -16,8 +16,8 @@ import time
 import nvsim
 import pytest
 
-from conftest import NVIDIA_SMI, SGLANG_FIXTURES, SIM_DIR, make_drafter, wait_for
-from sglang import _flags
+from conftest import LAYER, NVIDIA_SMI, SGLANG_FIXTURES, SIM_DIR, make_drafter, wait_for, write_safetensors
+from sglang import _drafter, _flags
 
 RECORDED_FLAGS = ('--host', '127.0.0.1', '--mem-fraction-static', '0.3', '--cuda-graph-max-bs', '8', '--attention-backend',
                   'triton', '--sampling-backend', 'pytorch', '--enable-metrics')
@@ -263,6 +263,25 @@ def test_acceptance_per_drafter(start_sim, tmp_path, version, style, lm_head, qu
         assert meta['spec_accept_rate'] == 0.0 and meta['spec_accept_histogram'] == [63]
 
 
+def test_drafter_layouts(tmp_path):
+    """Sharded checkpoints (index.json), a single file, and names with a leading ``model.``."""
+    folder = tmp_path / 'sharded'
+    folder.mkdir()
+    names = ['model.midlayer.%s' % w for w in LAYER] + ['model.lm_head.weight']
+    write_safetensors(str(folder / 'a.safetensors'), names[:4])
+    write_safetensors(str(folder / 'b.safetensors'), names[4:], {'llmops_sim_quality': '0.5'})
+    (folder / 'model.safetensors.index.json').write_text(json.dumps(
+        {'weight_map': dict((n, 'a.safetensors' if i < 4 else 'b.safetensors') for i, n in enumerate(names))}))
+    (folder / 'config.json').write_text(json.dumps({'architectures': ['LlamaForCausalLMEagle3']}))
+    verdict = _drafter.judge(str(folder), '0.5.11')
+    assert (verdict['loaded'], verdict['quality'], verdict['crash']) == (True, 0.5, None)
+    single = make_drafter(str(tmp_path / 'single'), style='layers0')
+    assert _drafter.judge(os.path.join(single, 'model.safetensors'), '0.5.12')['loaded']
+    assert not _drafter.judge(os.path.join(single, 'model.safetensors'), '0.5.11')['loaded']
+    other = make_drafter(str(tmp_path / 'other'), arch='Eagle3LlamaForCausalLM')
+    assert 'not supported' in _drafter.judge(other, '0.5.15.post1')['crash']
+
+
 def test_perfect_drafter_reproduces_the_recorded_meta_info(start_sim, tmp_path):
     drafter = make_drafter(str(tmp_path / 'd'), quality='perfect')
     sim = start_sim(*(SPEC + ('--speculative-draft-model-path', drafter)))
@@ -386,9 +405,11 @@ def test_hang_keeps_the_port_closed(start_sim):
     wait_for(lambda: 'CUDA graph begin' in sim.log(), what='graph capture to start')
     deadline = time.monotonic() + 1.0  # 10x the configured capture time
     while time.monotonic() < deadline:
-        assert sim.get('/health')[0] == 0 and sim.proc.poll() is None
+        assert sim.proc.poll() is None, sim.log()[-2000:]
         time.sleep(0.05)
-    assert 'Capture target prefill CUDA graph end' not in sim.log()
+    log = sim.log()
+    assert 'Capture target prefill CUDA graph end' not in log and 'Uvicorn running' not in log
+    assert sim.get('/health')[0] == 0
 
 
 def test_hang_in_warmup_answers_503(start_sim):
@@ -413,6 +434,14 @@ def test_health_flap_and_slow_health(start_sim):
     began = time.monotonic()
     assert slow.get('/health')[0] == 200
     assert time.monotonic() - began > 1.0
+
+
+def test_port_in_use_fails_like_uvicorn(start_sim):
+    sim = start_sim()
+    second = start_sim('--port', str(sim.port), '--base-gpu-id', '1', wait=False)
+    assert second.proc.wait(10) == -signal.SIGKILL
+    assert 'error while attempting to bind on address' in second.log()
+    assert second.log().startswith('SGLang SIMULATOR (llmops.serving test double, not SGLang)')
 
 
 def test_other_node_ranks_serve_only_health(start_sim):

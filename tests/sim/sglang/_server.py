@@ -305,7 +305,12 @@ class Server(_http.Counters):
         multi_rank = a['nnodes'] > 1 and a['node_rank'] >= 1
         self.engine = Engine(self.config.speed, self.draft_tokens, self.quality(), a['max_running_requests'] or 4096, log,
                              a['decode_log_interval'], a['random_seed'])
-        self.httpd = _http.make_server(self, a['host'], a['port'], dummy=multi_rank)
+        try:
+            self.httpd = _http.make_server(self, a['host'], a['port'], dummy=multi_rank)
+        except OSError as exc:
+            log("ERROR:    [Errno %d] error while attempting to bind on address ('%s', %d): %s"
+                % (exc.errno or 0, a['host'], a['port'], (exc.strerror or str(exc)).lower()))
+            self.kill_tree()
         log('INFO:     Started server process [%d]' % os.getpid())
         log('INFO:     Waiting for application startup.')
         log('INFO:     Application startup complete.')
@@ -373,6 +378,8 @@ def _oom_text(index, total_mib, free_mib, want_mib):
 def main(argv=None):
     config = Config(os.environ)
     log = Logger(sys.stderr)
+    sys.stderr.write('SGLang SIMULATOR (llmops.serving test double, not SGLang): version %s, speed %s, GPUs from %s\n'
+                     % (config.version, config.speed, nvsim.state_dir()))
     if config.crash == 'imports':
         time.sleep(config.seconds('imports', 0.5))
         sys.stderr.write('Traceback (most recent call last):\n  File "<frozen runpy>", line 198, in _run_module_as_main\n'

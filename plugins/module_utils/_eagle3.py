@@ -21,11 +21,20 @@ import re
 ENGINES = ('sglang', 'vllm')
 LAYOUTS = ('auto', 'midlayer', 'layers')
 EAGLE3_ARCHITECTURE = 'LlamaForCausalLMEagle3'
-# Architectures each engine builds the EAGLE-3 drafter class for.
+# Architectures each engine builds the EAGLE-3 drafter class for. vLLM builds
+# Eagle3LlamaForCausalLM from the speculative method whatever config.json says (seen with
+# vLLM 0.32.0: tests/engines/RESULTS.md, variant bad-arch-llama), so it accepts any.
 ACCEPTED_ARCHITECTURES = {
     'sglang': ('LlamaForCausalLMEagle3',),
-    'vllm': ('LlamaForCausalLMEagle3', 'Eagle3LlamaForCausalLM'),
+    'vllm': None,
 }
+# vLLM's LlamaModel (the drafter's `model.`) loads q/k/v and gate/up into fused parameters.
+VLLM_STACKED = (('.q_proj', '.qkv_proj'), ('.k_proj', '.qkv_proj'), ('.v_proj', '.qkv_proj'),
+                ('.gate_proj', '.gate_up_proj'), ('.up_proj', '.gate_up_proj'))
+VLLM_MODEL_PARAMS = ('fc.weight', 'norm.weight', 'embed_tokens.weight')
+VLLM_LAYER_PARAMS = ('self_attn.qkv_proj.weight', 'self_attn.o_proj.weight',
+                     'mlp.gate_up_proj.weight', 'mlp.down_proj.weight', 'input_layernorm.weight',
+                     'hidden_norm.weight', 'post_attention_layernorm.weight')
 SGLANG_LAYERS_VERSION = (0, 5, 12)  # first SGLang that loads layers.N. and >1 layer
 
 TOP_LEVEL = ('fc.weight', 'norm.weight', 'lm_head.weight', 'd2t', 't2d', 'embed_tokens.weight')
@@ -198,8 +207,54 @@ class DraftConfig:
 
 
 def architecture_accepted(config, rules):
+    accepted = ACCEPTED_ARCHITECTURES[rules.engine]
     archs = config.get('architectures')
-    return isinstance(archs, list) and any(a in ACCEPTED_ARCHITECTURES[rules.engine] for a in archs)
+    return accepted is None or isinstance(archs, list) and any(a in accepted for a in archs)
+
+
+def vllm_load_error(name, layers):
+    """The exception vLLM's Eagle3LlamaForCausalLM.load_weights raises for ``name``, or None.
+
+    It skips names containing ``t2d``, renames ``d2t`` to ``draft_id_to_target_id``, puts
+    ``model.`` in front of every name without ``lm_head``, then resolves the first
+    component on the top-level model (unknown: ValueError) and, under ``model.``, looks the
+    rest up after ``midlayer.`` -> ``layers.0.`` and the q/k/v, gate/up fusion (KeyError).
+    """
+    if 't2d' in name:
+        return None
+    if 'd2t' in name:
+        full = name.replace('d2t', 'draft_id_to_target_id')
+    elif 'lm_head' in name:
+        full = name
+    else:
+        full = MODEL + name
+    first, dummy, rest = full.partition('.')
+    if first == 'model':
+        inner = rest.replace(MIDLAYER, 'layers.0.')
+        for shard, fused in VLLM_STACKED:
+            if shard in inner:
+                inner = inner.replace(shard, fused)
+                break
+        match = _LAYERS_RE.match(inner)
+        if inner in VLLM_MODEL_PARAMS or (match and int(match.group(1)) < layers
+                                          and match.group(2) in VLLM_LAYER_PARAMS):
+            return None
+        return 'KeyError: %r' % inner
+    if full in ('lm_head.weight', 'draft_id_to_target_id'):
+        return None
+    return ("ValueError: There is no module or parameter named %r in Eagle3LlamaForCausalLM"
+            % first)
+
+
+def _common_prefix_hint(names):
+    """The first name component all ``names`` share, when stripping it is the likely fix."""
+    firsts = {n.split('.', 1)[0] for n in names if '.' in n}
+    if len(names) < 2 or len(firsts) != 1 or len(firsts) != len({n.split('.', 1)[0] for n in names}):
+        return None
+    first = firsts.pop()
+    if first in ('model', 'layers', 'midlayer', 'fc', 'norm', 'lm_head', 'embed_tokens'):
+        return None
+    return first + '.'
 
 
 def looks_like_eagle3(names):
@@ -282,33 +337,17 @@ def find_problems(tensors, config, config_file, rules, source, layout='auto'):
     layer_count = cfg.layers if isinstance(cfg.layers, int) else 1
     seen = {}
     dropped = set()  # canonical names already reported, not to be reported missing again
+    failing = []
     for name, (path, dtype, shape) in tensors.items():
         had_model, index, rest, spelling = split_name(name)
-        canon = canonical(name)
+        canon = 'd2t' if 'd2t' in name else canonical(name)
         dropped.add(canon)
-        if had_model and not rules.loads_model_prefix(canon):
-            if rules.strict:
-                problems.append('%s: tensor %r: %s raises KeyError: unknown weight name (it adds '
-                                '"model." itself; strip the prefix)' % (path, name, rules.label))
-            else:
-                problems.append('%s: tensor %r would be silently dropped by %s (no parameter '
-                                'of that name; strip the "model." prefix)' % (path, name, rules.label))
-            continue
-        if spelling == 'layers' and not rules.loads_layers_names:
-            problems.append(
-                '%s: tensor %r would be silently dropped by %s, which loads only "midlayer." '
-                'names (the layer keeps random weights, accept length ~1.00); rename to '
-                '"midlayer." or use SGLang >= 0.5.12' % (path, name, rules.label))
-            continue
-        known = (canon in known_top if index is None
-                 else rest in LAYER_WEIGHTS and index < layer_count)
-        if not known:
-            if rules.strict:
-                problems.append('%s: tensor %r: %s raises KeyError: unknown weight name %r'
-                                % (path, name, rules.label, canon))
-            else:
-                problems.append('%s: tensor %r would be silently dropped by %s (unknown weight '
-                                'name)' % (path, name, rules.label))
+        if 't2d' in name:
+            continue  # both engines skip it
+        error = _load_error(rules, name, had_model, index, rest, spelling, canon, known_top, layer_count)
+        if error:
+            failing.append(name)
+            problems.append('%s: tensor %r %s' % (path, name, error))
             continue
         if canon in seen:
             problems.append('%s: tensors %r and %r both load into %r: duplicate weight (both '
@@ -316,15 +355,14 @@ def find_problems(tensors, config, config_file, rules, source, layout='auto'):
                             % (path, seen[canon], name, canon))
             continue
         seen[canon] = name
+    prefix = _common_prefix_hint(failing)
+    if prefix:
+        problems.insert(0, '%s: every unloadable tensor name starts with %r: add the rename rule '
+                           '{from: %r, to: \'\'}' % (source, prefix, prefix))
     for canon, (shape, required) in cfg.expected_shapes().items():
         if canon not in seen:
             if required and canon not in dropped:
-                problems.append(
-                    '%s: missing required tensor %r: %s' % (
-                        source, canon,
-                        'vLLM fails with weights not initialized from checkpoint' if rules.strict
-                        else 'SGLang never reports missing weights; the drafter would serve '
-                             'with random weights (accept length ~1.00)'))
+                problems.append('%s: missing required tensor %r: %s' % (source, canon, _missing(rules, canon)))
             continue
         name = seen[canon]
         path, dtype, actual = tensors[name]
@@ -332,3 +370,35 @@ def find_problems(tensors, config, config_file, rules, source, layout='auto'):
             problems.append('%s: tensor %r has shape %r, config.json implies %r: size mismatch '
                             'when the engine loads it' % (path, name, list(actual), shape))
     return problems
+
+
+def _load_error(rules, name, had_model, index, rest, spelling, canon, known_top, layer_count):
+    """Why ``rules`` would not load tensor ``name`` (text after the name), or None."""
+    if rules.strict:
+        error = vllm_load_error(name, layer_count)
+        return error and 'makes %s fail to start: %s (unknown weight name)' % (rules.label, error)
+    dropped = 'would be silently dropped by %s' % rules.label
+    if canon == 'd2t':
+        return None  # SGLang takes any name containing d2t as the draft -> target map
+    if had_model and not rules.loads_model_prefix(canon):
+        return '%s (no parameter of that name; strip the "model." prefix)' % dropped
+    if spelling == 'layers' and not rules.loads_layers_names:
+        return ('%s, which loads only "midlayer." names (the layer keeps random weights, accept '
+                'length ~1.00); rename to "midlayer." or use SGLang >= 0.5.12' % dropped)
+    if index is None:
+        known = canon in known_top
+    else:
+        known = rest in LAYER_WEIGHTS and index < layer_count
+    return None if known else '%s (unknown weight name)' % dropped
+
+
+def _missing(rules, canon):
+    """What the engine does when ``canon`` is absent."""
+    if rules.engine == 'vllm':
+        if canon == 'lm_head.weight':
+            return ("vLLM starts and shares the target's lm_head instead ('Detected EAGLE model "
+                    "without its own lm_head in the checkpoint'), so drafts are rejected "
+                    "(acceptance length ~1.00)")
+        return 'vLLM fails to start (ValueError: Following weights were not initialized from checkpoint)'
+    return ('SGLang never reports missing weights; the drafter would serve with random weights '
+            '(accept length ~1.00)')

@@ -76,6 +76,8 @@ def test_role_validate_only_fails_naming_the_cause(clean_fleet, run_playbook, dr
     assert 'silently dropped by SGLang 0.5.11' in result.stdout
     assert "KeyError: 'midlayer.self_attn.qkv_proj.weight'" in result.stdout
     assert digest(os.path.join(base, 'ns1')) == before
-    vllm = play(run_playbook, base, drafter_fix=False, drafter_engine='vllm', drafter_engine_version=None)
-    assert all(vllm.recap[h]['failed'] == 1 for h in HOSTS)  # the architecture is still wrong
-    assert "Eagle3LlamaForCausalLM" in vllm.stdout
+    # vLLM loads layers.0 names and builds the EAGLE-3 class whatever config.json says.
+    vllm = play(run_playbook, base, drafter_fix=False, drafter_engine='vllm', drafter_engine_version=None,
+                expect_rc=0)
+    assert all(vllm.changed(h) == 0 for h in HOSTS)
+    assert digest(os.path.join(base, 'ns1')) == before

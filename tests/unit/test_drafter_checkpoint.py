@@ -354,3 +354,14 @@ def test_save_file_roundtrip_helper_is_real_safetensors(tmp_path):
     path = str(tmp_path / 'x.safetensors')
     save_file({'a': np.zeros(3, dtype=np.float32)}, path)
     assert list(load_file(path)) == ['a']
+
+
+def test_draft_model_prefix_needs_and_takes_a_rename_rule(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    written = write_drafter(d, spelling='midlayer', prefix='draft_model.')
+    refused = run(capsys, path=d, engine='vllm')
+    assert refused['failed'] and "add the rename rule {from: 'draft_model.', to: ''}" in refused['msg']
+    assert "There is no module or parameter named 'draft_model' in Eagle3LlamaForCausalLM" in refused['msg']
+    fixed = run(capsys, path=d, engine='vllm', rename=[{'from': 'draft_model.', 'to': ''}])
+    assert fixed['changed'] and fixed['renamed'] == 15 and fixed['files'][0]['method'] == 'header_in_place'
+    same_data(d, written, lambda n: n[len('draft_model.'):])

@@ -117,13 +117,21 @@ def test_good_drafters_have_no_problems():
     ('sglang', '0.5.11', 'layers', '', (), None, {}, 'silently dropped by SGLang 0.5.11'),
     ('sglang', None, 'layers', '', (), None, {}, 'no engine_version given'),
     ('vllm', None, 'layers', '', (), {'layers.0.self_attn.rotary.inv_freq': ('f', 'F32', [4])}, {},
-     'KeyError: unknown weight name'),
+     "makes vLLM fail to start: KeyError: 'layers.0.self_attn.rotary.inv_freq'"),
     ('sglang', '0.5.12', 'layers', '', (), {'aux_head.weight': ('f', 'F16', [4])}, {},
      "'aux_head.weight' would be silently dropped"),
-    ('vllm', None, 'midlayer', 'model.', (), None, {}, 'vLLM raises KeyError'),
+    ('vllm', None, 'midlayer', 'model.', (), None, {}, "tensor 'model.fc.weight' makes vLLM fail to start: KeyError: 'model.fc.weight'"),
+    ('vllm', None, 'midlayer', 'draft_model.', (), None, {},
+     "ValueError: There is no module or parameter named 'draft_model' in Eagle3LlamaForCausalLM"),
+    ('vllm', None, 'midlayer', 'draft_model.', (), None, {},
+     "every unloadable tensor name starts with 'draft_model.': add the rename rule {from: 'draft_model.', to: ''}"),
+    ('sglang', '0.5.12', 'midlayer', 'draft_model.', (), None, {},
+     "tensor 'draft_model.fc.weight' would be silently dropped by SGLang 0.5.12 (unknown weight name)"),
+    ('vllm', None, 'midlayer', '', ('lm_head.weight',), None, {}, "shares the target's lm_head"),
     ('sglang', None, 'midlayer', 'model.', (), None, {}, "'model.lm_head.weight' would be silently dropped"),
     ('sglang', None, 'midlayer', '', ('lm_head.weight',), None, {}, "missing required tensor 'lm_head.weight'"),
-    ('vllm', None, 'midlayer', '', ('norm.weight',), None, {}, 'weights not initialized'),
+    ('vllm', None, 'midlayer', '', ('norm.weight',), None, {},
+     'ValueError: Following weights were not initialized from checkpoint'),
     ('sglang', None, 'midlayer', '', ('d2t',), None, {}, "missing required tensor 'd2t'"),
     ('sglang', None, 'midlayer', '', ('fc.weight',), {'fc.weight': ('f', 'F16', [32, 64])}, {},
      "'fc.weight' has shape [32, 64], config.json implies [32, 96]"),
@@ -143,10 +151,26 @@ def test_problems(engine, version, spelling, prefix, drop, extra, config_kw, exp
     assert any(expected in p for p in found), found
 
 
-def test_vllm_accepts_both_architecture_names():
-    config = drafter_config(architectures=['Eagle3LlamaForCausalLM'])
+@pytest.mark.parametrize('arch', ['Eagle3LlamaForCausalLM', 'LlamaForCausalLM'])
+def test_vllm_builds_the_drafter_whatever_the_architecture(arch):
+    config = drafter_config(architectures=[arch])
     assert problems(tensor_map(config, 'midlayer'), config, 'vllm') == []
     assert problems(tensor_map(config, 'midlayer'), config, 'sglang')
+
+
+@pytest.mark.parametrize('name, error', [
+    ('fc.weight', None), ('midlayer.self_attn.q_proj.weight', None), ('layers.1.mlp.up_proj.weight', None),
+    ('lm_head.weight', None), ('d2t', None), ('t2d', None), ('draft_model.t2d', None),
+    ('embed_tokens.weight', None),
+    ('layers.2.mlp.up_proj.weight', "KeyError: 'layers.2.mlp.gate_up_proj.weight'"),
+    ('model.midlayer.self_attn.k_proj.weight', "KeyError: 'model.layers.0.self_attn.qkv_proj.weight'"),
+    ('model.lm_head.weight', "KeyError: 'lm_head.weight'"),
+    ('draft_model.lm_head.weight', "ValueError: There is no module or parameter named 'draft_model'"),
+    ('draft_model.d2t', "ValueError: There is no module or parameter named 'draft_model'"),
+])
+def test_vllm_load_error(name, error):
+    found = e.vllm_load_error(name, layers=2)
+    assert found == error if error is None else found.startswith(error)
 
 
 @pytest.mark.parametrize('draft_vocab, tie, d2t_required, lm_head_required', [

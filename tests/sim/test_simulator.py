@@ -16,7 +16,7 @@ import time
 import nvsim
 import pytest
 
-from conftest import LAYER, NVIDIA_SMI, SGLANG_FIXTURES, SIM_DIR, make_drafter, wait_for, write_safetensors
+from conftest import LAYER, OBSERVABLE_ENV, NVIDIA_SMI, SGLANG_FIXTURES, SIM_DIR, make_drafter, wait_for, write_safetensors
 from sglang import _drafter, _flags
 
 RECORDED_FLAGS = ('--host', '127.0.0.1', '--mem-fraction-static', '0.3', '--cuda-graph-max-bs', '8', '--attention-backend',
@@ -134,9 +134,11 @@ def test_flags_per_version(version, argv, error, capsys):
 
 def test_startup_matches_the_recording(start_sim, tmp_path):
     drafter = make_drafter(str(tmp_path / 'good-midlayer'))
-    sim = start_sim(*(RECORDED_FLAGS + SPEC + ('--speculative-draft-model-path', drafter)), wait=False)
-    timeline = health_timeline(sim)
-    assert timeline == [0, 503, 200]  # recorded: 000 -> 503 -> 200
+    sim = start_sim(*(RECORDED_FLAGS + SPEC + ('--speculative-draft-model-path', drafter)), env=OBSERVABLE_ENV, wait=False)
+    recorded = [int(line.split()[1]) for line in fixture_text('eagle3-good-mid', 'health.txt').splitlines()
+                if re.match(r'[\d.]+ \d{3}$', line)]
+    assert recorded == [0, 503, 200]  # 000 = connection refused
+    assert health_timeline(sim) == recorded
     sim.wait_ready()
     paths = {'/models/target': '/tmp/sglmodels/target', drafter: '/tmp/sglmodels/good-midlayer', str(sim.port): '30000'}
     expected = startup_lines(fixture_text('eagle3-good-mid', 'log'), {})
@@ -401,7 +403,7 @@ def test_crash_during_imports(start_sim):
 
 
 def test_hang_keeps_the_port_closed(start_sim):
-    sim = start_sim(env={'SGLANG_SIM_FAULT': 'hang:graphs'}, wait=False)
+    sim = start_sim(env=dict(OBSERVABLE_ENV, SGLANG_SIM_FAULT='hang:graphs'), wait=False)
     wait_for(lambda: 'CUDA graph begin' in sim.log(), what='graph capture to start')
     deadline = time.monotonic() + 1.0  # 10x the configured capture time
     while time.monotonic() < deadline:
@@ -415,12 +417,12 @@ def test_hang_keeps_the_port_closed(start_sim):
 def test_hang_in_warmup_answers_503(start_sim):
     sim = start_sim(env={'SGLANG_SIM_FAULT': 'hang:warmup'}, wait=False)
     wait_for(lambda: sim.get('/health')[0] == 503, what='503')
-    time.sleep(0.5)  # 25x the configured warm-up: still starting, not a synchronisation
+    time.sleep(0.5)  # 5x the configured warm-up: still starting (this waits on purpose, it syncs nothing)
     assert sim.get('/health')[0] == 503 and READY not in sim.log()
 
 
 def test_warmup_failure_kills_the_server(start_sim):
-    sim = start_sim(env={'SGLANG_SIM_FAULT': 'warmup_fail'}, wait=False)
+    sim = start_sim(env=dict(OBSERVABLE_ENV, SGLANG_SIM_FAULT='warmup_fail'), wait=False)
     assert health_timeline(sim) == [0, 503, 0]
     assert sim.proc.wait(10) == -signal.SIGKILL
     assert 'Initialization failed. warmup error: Traceback (most recent call last):' in sim.log()

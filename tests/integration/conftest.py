@@ -176,7 +176,7 @@ def fleet():
     def _teardown():
         fleet_id = running.id
         running.down()
-        left = fleet_lib.leftovers(fleet_id) if fleet_id else []
+        left = fleet_lib.leftovers(fleet_id, directory) if fleet_id else []
         if left:
             raise RuntimeError('fleet %s left behind: %s' % (fleet_id, ', '.join(left)))
         shutil.rmtree(directory, ignore_errors=True)

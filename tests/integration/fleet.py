@@ -546,8 +546,9 @@ class Fleet:
         self.down()
 
 
-def leftovers(fleet_id):
-    """Names of netns, links, mounts and processes of fleet ``fleet_id`` still present."""
+def leftovers(fleet_id, directory=None):
+    """Names of netns, links, mounts and processes of fleet ``fleet_id`` still present;
+    with ``directory`` (the fleet's DIR) also its SSH control masters."""
     if not fleet_id:
         raise ValueError('leftovers() needs the id of a fleet, got %r' % (fleet_id,))
     tag = 'llf%s' % fleet_id
@@ -558,11 +559,13 @@ def leftovers(fleet_id):
               for line in _run(['ip', '-o', 'link', 'show']).stdout.splitlines() if tag in line]
     with open('/proc/self/mountinfo') as f:
         found += ['mount ' + line.split()[4] for line in f if tag in line]
+    markers = [tag.encode()] + ([os.path.join(os.path.abspath(directory), 'cp', '').encode()] if directory else [])
     for pid in os.listdir('/proc'):
         if pid.isdigit():
             with contextlib.suppress(OSError), open('/proc/%s/cmdline' % pid, 'rb') as f:
-                if tag.encode() in f.read():
-                    found.append('process %s' % pid)
+                cmdline = f.read()
+                if any(m in cmdline for m in markers):
+                    found.append('process %s (%s)' % (pid, cmdline.replace(b'\0', b' ').decode(errors='replace')))
     return found
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import fleet as fleet_lib
 
 NS = ['ns1', 'ns2', 'ns3']
@@ -119,7 +121,7 @@ def test_second_fleet_up_down_leaves_nothing(fleet, tmp_path):
     down = subprocess.run([sys.executable, FLEET_PY, 'down', '--dir', str(tmp_path)], capture_output=True,
                           text=True, timeout=120, check=False)
     assert down.returncode == 0, down.stderr
-    assert fleet_lib.leftovers(second.id) == []
+    assert fleet_lib.leftovers(second.id, tmp_path) == []
     assert not (tmp_path / 'fleet.json').exists()
     # The session's fleet is untouched.
     assert fleet.ssh('ns1', 'hostname').stdout.strip() == 'ns1'
@@ -139,7 +141,7 @@ def test_foreground_fleet_tears_down_on_sigterm(tmp_path):
         assert fleet_lib.leftovers(match.group(1))  # it is running
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
-        assert fleet_lib.leftovers(match.group(1)) == []
+        assert fleet_lib.leftovers(match.group(1), tmp_path) == []
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -167,4 +169,15 @@ def test_killed_owner_leaves_no_processes(tmp_path):
     fleet_id = orphaned.id
     assert fleet_lib.leftovers(fleet_id)  # namespaces and mounts wait for down
     orphaned.down()
-    assert fleet_lib.leftovers(fleet_id) == []
+    assert fleet_lib.leftovers(fleet_id, tmp_path) == []
+
+
+def test_failed_up_tears_down(tmp_path, monkeypatch):
+    """A host that cannot start makes ``up`` fail with its log, after removing everything."""
+    monkeypatch.setattr(fleet_lib, 'SSHD', '/bin/false')
+    monkeypatch.setattr(fleet_lib.secrets, 'token_hex', lambda n: 'fa11')
+    broken = fleet_lib.Fleet(tmp_path)
+    with pytest.raises(fleet_lib.FleetError, match='host ns1 exited during start-up'):
+        broken.up(ns_hosts=1)
+    assert fleet_lib.leftovers('fa11', tmp_path) == []
+    assert broken.id is None and not (tmp_path / 'fleet.json').exists()

@@ -60,10 +60,12 @@ VARIANTS = {
 def corpus(rng: random.Random) -> list[str]:
     """Pseudo-words, enough distinct pairs for the BPE trainer to fill the vocabulary."""
     letters = "etaoinshrdlucmfwypvbgkjqxz"
-    lines = []
-    for _ in range(400):
-        words = ["".join(rng.choice(letters[: rng.randint(6, 26)]) for _ in range(rng.randint(2, 9))) for _ in range(12)]
-        lines.append(" ".join(words) + ".")
+
+    def word() -> str:
+        alphabet = letters[: rng.randint(6, 26)]
+        return "".join(rng.choice(alphabet) for dummy in range(rng.randint(2, 9)))
+
+    lines = [" ".join(word() for dummy in range(12)) + "." for dummy in range(400)]
     lines.append("The quick brown fox jumps over the lazy dog. Speculative decoding with EAGLE-3 drafters.")
     return lines
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs ON THE GPU MACHINE, one step per device call (see tests/gpu/README.md).
+#   device_step.sh receive N   keep the wheel part N that this call carried (.whl/parts/N)
+#   device_step.sh install     check all parts arrived, unpack, verify, install into $SITE
+# Every call prints `have: <parts present>` so the caller notices a fresh machine (a
+# machine keeps files only while it stays warm) and starts the shipping over.
+set -euo pipefail
+STATE=${LLMOPS_GPU_STATE:-/tmp/llmops-gpu}
+SITE=$STATE/site
+mkdir -p "$STATE/parts"
+
+have() { printf 'have: %s\n' "$(cd "$STATE/parts" && ls | sort -n | tr '\n' ' ')"; }
+
+case "${1:-}" in
+  receive)
+    n=$2
+    cp ".whl/parts/$n/part" "$STATE/parts/$n"
+    cp .whl/parts/COUNT .whl/parts/SHA256SUMS "$STATE/" 2>/dev/null || true
+    have
+    ;;
+  install)
+    [ -f "$SITE/.installed" ] && { echo "already installed in $SITE"; exit 0; }
+    count=$(cat "$STATE/COUNT")
+    for ((i = 0; i < count; i++)); do
+      [ -f "$STATE/parts/$i" ] || { have; echo "missing part $i of $count: fresh machine? ship again"; exit 3; }
+    done
+    rm -rf "$STATE/wheels" && mkdir -p "$STATE/wheels"
+    for ((i = 0; i < count; i++)); do cat "$STATE/parts/$i"; done | tar -C "$STATE/wheels" -xf -
+    (cd "$STATE/wheels" && sha256sum --quiet -c "$STATE/SHA256SUMS")
+    start=$SECONDS
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target "$SITE" "$STATE"/wheels/*.whl
+    # Packages with .pth files (nvidia-cutlass-dsl) need their site dir processed, or the
+    # draft CUDA-graph capture fails with "No module named 'cutlass'" (FACTS.md).
+    printf 'import site\nsite.addsitedir(%r)\n' "$SITE" > "$SITE/sitecustomize.py"
+    touch "$SITE/.installed"
+    echo "installed $(ls "$STATE"/wheels/*.whl | wc -l) wheels into $SITE in $((SECONDS - start)) s"
+    ;;
+  *)
+    echo "usage: $0 receive N | install" >&2
+    exit 2
+    ;;
+esac

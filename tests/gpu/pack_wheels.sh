@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs HERE (the developer's machine, which reaches PyPI). Downloads the pinned wheels that
+# real SGLang 0.5.15.post1 needs beside the GPU machine's torch 2.11.0+cu130 (Python 3.12),
+# plus ansible-core, and cuts them into parts small enough for one device call each
+# (the device tool carries at most 64 MiB per call, working tree included).
+# Output: .whl/parts/NN/part (one folder per call, named in `carry`), .whl/parts/COUNT.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+list=tests/gpu/wheels-sglang-0.5.15.post1.txt
+dl=.whl/wheels
+part_mib=${PART_MIB:-54}
+mkdir -p "$dl"
+platforms=()
+for p in manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_24_x86_64 manylinux_2_27_x86_64 \
+         manylinux_2_28_x86_64 manylinux_2_31_x86_64 manylinux_2_34_x86_64 manylinux_2_35_x86_64 \
+         manylinux1_x86_64 linux_x86_64 any; do platforms+=(--platform "$p"); done
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  "${platforms[@]}" -d "$dl" -r "$list"
+rm -rf .whl/parts && mkdir -p .whl/parts
+tar -C "$dl" -cf - . | split -b "${part_mib}M" -d -a 2 - .whl/parts/part-
+n=0
+for f in .whl/parts/part-*; do
+  mkdir -p ".whl/parts/$n" && mv "$f" ".whl/parts/$n/part"
+  n=$((n + 1))
+done
+echo "$n" > .whl/parts/COUNT
+(cd "$dl" && sha256sum -- *.whl) > .whl/parts/SHA256SUMS
+echo "$(du -sh "$dl" | cut -f1) of wheels in $n parts of ${part_mib} MiB under .whl/parts/"

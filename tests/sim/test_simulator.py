@@ -16,7 +16,7 @@ import time
 import nvsim
 import pytest
 
-from conftest import LAYER, OBSERVABLE_ENV, NVIDIA_SMI, SGLANG_FIXTURES, SIM_DIR, make_drafter, wait_for, write_safetensors
+from sim_helpers import LAYER, OBSERVABLE_ENV, NVIDIA_SMI, SGLANG_FIXTURES, SIM_DIR, make_drafter, wait_for, write_safetensors
 from sglang import _drafter, _flags
 
 RECORDED_FLAGS = ('--host', '127.0.0.1', '--mem-fraction-static', '0.3', '--cuda-graph-max-bs', '8', '--attention-backend',

@@ -14,7 +14,7 @@ import sys
 import nvsim
 import pytest
 
-from conftest import NVIDIA_SMI, NVSIM, SMI_FIXTURES, wait_for
+from sim_helpers import NVIDIA_SMI, NVSIM, SMI_FIXTURES, wait_for
 
 QUERY_GPU = '--query-gpu=index,uuid,name,memory.total,memory.used,memory.free,utilization.gpu,pci.bus_id,driver_version'
 QUERY_APPS = '--query-compute-apps=pid,process_name,used_memory,gpu_uuid,gpu_bus_id'

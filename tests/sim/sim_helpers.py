@@ -128,5 +128,3 @@ class Sim:
                  timeout, what='ready line')
         assert self.proc.poll() is None, self.log()[-3000:]
         return self
-
-

@@ -402,15 +402,20 @@ def test_crash_during_imports(start_sim):
     assert 'ImportError: simulated crash during imports' in sim.log()
 
 
-def test_hang_keeps_the_port_closed(start_sim):
-    sim = start_sim(env=dict(OBSERVABLE_ENV, SGLANG_SIM_FAULT='hang:graphs'), wait=False)
-    wait_for(lambda: 'CUDA graph begin' in sim.log(), what='graph capture to start')
-    deadline = time.monotonic() + 1.0  # 10x the configured capture time
+@pytest.mark.parametrize('phase, reached, never', [
+    ('imports', 'SGLang SIMULATOR', 'server_args='),
+    ('load', 'server_args=', 'Load weight begin'),
+    ('graphs', 'CUDA graph begin', 'Capture target prefill CUDA graph end'),
+])
+def test_hang_keeps_the_port_closed(start_sim, phase, reached, never):
+    sim = start_sim(env=dict(OBSERVABLE_ENV, SGLANG_SIM_FAULT='hang:' + phase), wait=False)
+    wait_for(lambda: reached in sim.log(), what=reached)
+    deadline = time.monotonic() + 1.0  # 10x the configured phase time
     while time.monotonic() < deadline:
         assert sim.proc.poll() is None, sim.log()[-2000:]
         time.sleep(0.05)
     log = sim.log()
-    assert 'Capture target prefill CUDA graph end' not in log and 'Uvicorn running' not in log
+    assert never not in log and 'Uvicorn running' not in log
     assert sim.get('/health')[0] == 0
 
 

@@ -95,6 +95,14 @@ def test_unknown_flag_is_rejected_like_the_recording(procs, tmp_path):
     assert "UserWarning: 'python -m sglang.launch_server' is still supported" in err.decode()
 
 
+def test_bad_numbers_are_argparse_errors(procs):
+    proc = procs([sys.executable, '-m', 'sglang.launch_server', '--model-path', 'M', '--tp-size', 'eight'],
+                 env={'SGLANG_SIM_SPEED': '0'}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = proc.communicate(timeout=30)[1].decode()
+    assert proc.returncode == 2
+    assert err.endswith("sglang serve: error: argument --tp-size: invalid int value: 'eight'\n")
+
+
 def test_help_lists_the_flags():
     full = dict(os.environ, PYTHONPATH=SIM_DIR, SGLANG_SIM_SPEED='0')
     out = subprocess.run([sys.executable, '-m', 'sglang.launch_server', '--help'], env=full, capture_output=True, text=True,

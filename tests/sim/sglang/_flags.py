@@ -118,10 +118,13 @@ def _dest(opt):
     return opt['flag'][2:].replace('-', '_')
 
 
-def build_parser(version):
+def build_parser(version, types=None):
+    """The argparse parser of ``version``; ``types`` maps a dest to int or float, as SGLang declares them."""
     parser = argparse.ArgumentParser(prog=PROG)
     for opt in options_for(version):
         kwargs = {'dest': _dest(opt)}
+        if types and kwargs['dest'] in types and not opt['choices']:
+            kwargs['type'] = types[kwargs['dest']]
         if opt.get('boolean_optional'):
             kwargs['action'] = argparse.BooleanOptionalAction
         elif opt['metavar'] is None and opt['choices'] is None:

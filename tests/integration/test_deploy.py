@@ -95,7 +95,7 @@ def test_first_deploy_all_ready(deployed):
 
 
 def test_rerun_changes_nothing_and_keeps_pids(deployed, run_playbook):
-    fleet, _ = deployed
+    fleet = deployed[0]
     before = server_pids(fleet)
     result = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(), expect_rc=0)
     assert {host: result.changed(host) for host in ALL} == {host: 0 for host in ALL}
@@ -103,7 +103,7 @@ def test_rerun_changes_nothing_and_keeps_pids(deployed, run_playbook):
 
 
 def test_depth_change_restarts_only_that_host(deployed, run_playbook):
-    fleet, _ = deployed
+    fleet = deployed[0]
     before = server_pids(fleet)
     depth = "{{ 10 if inventory_hostname == 'ns2' else 16 }}"
     result = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(sglang_server_speculative_depth=depth),
@@ -118,7 +118,7 @@ def test_depth_change_restarts_only_that_host(deployed, run_playbook):
 
 
 def test_api_key_in_no_output_and_env_file_0600(deployed, run_playbook):
-    fleet, _ = deployed
+    fleet = deployed[0]
     result = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(), verbosity=3, expect_rc=0,
                           limit='ns1,sd1')
     assert API_KEY not in result.stdout and API_KEY not in result.stderr
@@ -130,7 +130,7 @@ def test_api_key_in_no_output_and_env_file_0600(deployed, run_playbook):
 
 
 def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
-    fleet, _ = deployed
+    fleet = deployed[0]
     before = server_pids(fleet)
     result = run_playbook('playbooks/deploy.yml', check=True, diff=True, expect_rc=0,
                           extra_vars=deploy_vars(sglang_server_speculative_depth=5))
@@ -141,7 +141,7 @@ def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
 
 
 def test_shell_metacharacters_stay_one_argument(deployed, run_playbook):
-    fleet, _ = deployed
+    fleet = deployed[0]
     nasty = 'tiny "llama"; touch /tmp/pwned $(touch /tmp/pwned2) `id` %n'
     run_playbook('playbooks/deploy.yml', limit='ns3,sd1', expect_rc=0,
                  extra_vars=deploy_vars(sglang_server_served_model_name=nasty))
@@ -151,7 +151,7 @@ def test_shell_metacharacters_stay_one_argument(deployed, run_playbook):
 
 
 def test_fault_in_first_batch_stops_rollout(deployed, run_playbook):
-    fleet, _ = deployed
+    fleet = deployed[0]
     before = server_pids(fleet)
     env = dict(deploy_vars()['sglang_server_env'],
                SGLANG_SIM_FAULT="{{ 'crash:load' if inventory_hostname == 'ns1' else '' }}")
@@ -167,7 +167,7 @@ def test_fault_in_first_batch_stops_rollout(deployed, run_playbook):
 
 
 def test_stop_leaves_no_process(deployed, run_playbook):
-    fleet, _ = deployed
+    fleet = deployed[0]
     run_playbook('playbooks/stop.yml', expect_rc=0)
     for host in NS:
         assert fleet.ssh(host, 'pgrep -f sglang.launch_server || true').stdout.strip() == ''

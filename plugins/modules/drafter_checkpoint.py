@@ -17,8 +17,9 @@ description:
   - "Validation: required tensors present (C(fc), C(norm), C(lm_head) unless taken from
     the target, every layer's attention, MLP and norm weights, C(d2t) when the draft
     vocabulary is smaller), shapes consistent with config.json, C(num_hidden_layers)
-    allowed by the version, the config's C(architectures), and no tensor name that the
-    engine would drop silently (SGLang) or reject with C(KeyError) (vLLM)."
+    allowed by the version, the config's C(architectures) (SGLang), and no tensor name
+    that the engine would drop silently (SGLang) or fail on (vLLM raises C(KeyError) or
+    C(ValueError)). Messages name the file and the cause the engine would hit."
   - "Fixing renames tensors (layer prefix C(midlayer.) / C(layers.N.), a C(model.) prefix
     the engine does not take, user prefix rules) and sets C(architectures). When the new
     header fits in the old header region only the changed header bytes are written in
@@ -120,6 +121,10 @@ options:
 notes:
   - Files are fixed one after another, then the index, then config.json. Each step is
     atomic; a rerun after an interruption converges.
+  - The recovery of an interrupted run happens even with O(fix=false) (it only restores
+    or completes the state the interrupted run left); in check mode it is only reported.
+  - vLLM builds the EAGLE-3 class from its speculative method whatever C(architectures)
+    says, so O(fix_architecture) changes config.json only for SGLang.
 seealso:
   - name: EAGLE-3 in SGLang
     description: The drafter model class and its weight names.

@@ -198,3 +198,16 @@ def test_data_is_intact_after_interrupted_runs(tmp_path):
     after = load_file(os.path.join(directory, 'model-00001-of-00002.safetensors'))
     for name, array in arrays.items():
         np.testing.assert_array_equal(after[name.replace('layers.0.', 'midlayer.')], array)
+
+
+def test_check_mode_reports_a_pending_recovery_and_changes_nothing(tmp_path):
+    base, rel, extra, original, fixed = expected_states(tmp_path, 'in_place')
+    directory = os.path.join(base, rel)
+    # Step 4 is the journal's directory fsync: the journal is in place, the header untouched.
+    assert run_child(directory, extra, fault_step=4)[0] == -signal.SIGKILL
+    assert _safetensors.pending_recovery(directory)
+    listing = sorted(os.listdir(directory))
+    result = drafter_checkpoint.Drafter(dict(PARAMS, path=directory, **extra), check_mode=True).run()
+    assert result['changed'] and 'an interrupted fix would be recovered' in result['recovered'][0]
+    assert sorted(os.listdir(directory)) == listing and state(directory) == original
+    check_then_converge(directory, extra, original, fixed)

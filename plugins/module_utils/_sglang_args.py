@@ -296,32 +296,43 @@ _OPTION_LINE = re.compile(r'^ {2,}(-[^ ].*?)(?: {2,}|$)')
 _OPTION = re.compile(r'^(--?[A-Za-z0-9][\w.-]*)(?:[ =](\{[^}]*\}|\S+))?')
 
 
+_USAGE_OPTION = re.compile(r'(?<![\w-])(-{1,2}[A-Za-z0-9][\w.-]*)(?:[ =](\{[^}]*\}|[A-Z][A-Z0-9_]*))?')
+
+
 def parse_help(text):
     """The options of an argparse ``--help`` text.
 
     Returns ``{option: {'takes_value': bool, 'choices': [..] or None}}`` for every
-    option string (aliases included).
+    option string (aliases included). Both the usage (which lists every option: vLLM's
+    ``--help`` prints only the usage and its config group names) and the options section
+    are read.
     """
     options = {}
-    in_usage = False
+    usage, in_usage = [], False
     for line in (text or '').splitlines():
         if line.startswith('usage:'):
             in_usage = True
         elif in_usage and not line.startswith(' '):
             in_usage = False
         if in_usage:
+            usage.append(line)
             continue
         match = _OPTION_LINE.match(line)
         if not match:
             continue
         for part in match.group(1).split(', '):
             option = _OPTION.match(part.strip())
-            if not option:
-                continue
-            value = option.group(2)
-            choices = value[1:-1].split(',') if value and value.startswith('{') else None
-            options[option.group(1)] = {'takes_value': value is not None, 'choices': choices}
+            if option:
+                _add_option(options, option.group(1), option.group(2))
+    for flag, value in _USAGE_OPTION.findall(' '.join(usage)):
+        if flag not in options:
+            _add_option(options, flag, value or None)
     return options
+
+
+def _add_option(options, flag, value):
+    choices = value[1:-1].split(',') if value and value.startswith('{') else None
+    options[flag] = {'takes_value': value is not None, 'choices': choices}
 
 
 def check_argv(argv, options, version=None, engine='sglang'):

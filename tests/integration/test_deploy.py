@@ -75,12 +75,17 @@ def summary_lines(result):
     return [line for line in result.stdout.splitlines() if ': ready (' in line]
 
 
-@pytest.fixture(scope='module')
-def deployed(fleet, request):
-    """Deploy once to all four hosts; the tests below build on this state in order."""
-    run = request.getfixturevalue('run_playbook')
-    result = run('playbooks/deploy.yml', extra_vars=deploy_vars(), expect_rc=0, timeout=600)
-    return fleet, result
+_FIRST_DEPLOY = {}
+
+
+@pytest.fixture
+def deployed(fleet, run_playbook):
+    """The fleet after one deploy to all four hosts (run once per session; the tests below
+    build on that state in order)."""
+    if 'result' not in _FIRST_DEPLOY:
+        _FIRST_DEPLOY['result'] = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(), expect_rc=0,
+                                               timeout=600)
+    return fleet, _FIRST_DEPLOY['result']
 
 
 def test_first_deploy_all_ready(deployed):

@@ -276,3 +276,31 @@ def test_launch_command_with_and_without_shim():
     ('0.5.15.post1', (0, 5, 15)), ('v0.5.23', (0, 5, 23)), ('1', (1, 0, 0)), ('dev', None), (None, None)])
 def test_parse_version(text, expected):
     assert a.parse_version(text) == expected
+
+
+VLLM_STYLE_HELP = """usage: api_server.py [-h] [--headless] [--model MODEL]
+                     [--served-model-name SERVED_MODEL_NAME [SERVED_MODEL_NAME ...]]
+                     [--enable-log-requests | --no-enable-log-requests]
+                     [--runner {auto,draft,generate,pooling}]
+                     [--speculative-config SPECULATIVE_CONFIG]
+                     [model_tag]
+
+vLLM OpenAI-Compatible RESTful API server.
+
+Config Groups:
+  ModelConfig             Configuration for the model.
+"""
+
+
+def test_parse_help_reads_the_usage_when_options_are_not_listed():
+    options = a.parse_help(VLLM_STYLE_HELP)
+    assert options['--model'] == {'takes_value': True, 'choices': None}
+    assert options['--served-model-name']['takes_value'] is True
+    assert options['--no-enable-log-requests'] == {'takes_value': False, 'choices': None}
+    assert options['--runner']['choices'] == ['auto', 'draft', 'generate', 'pooling']
+    assert 'ModelConfig' not in options and '--headless' in options
+    argv = a.build_argv({'engine': 'vllm', 'model_path': '/m', 'served_model_name': 'x',
+                         'speculative': {'algorithm': 'EAGLE3', 'draft_model_path': '/d', 'depth': 4}})
+    assert a.check_argv(argv, options, engine='vllm')
+    with pytest.raises(a.LaunchArgsError, match='unrecognized flag --tensor-parallel-size'):
+        a.check_argv(argv + ['--tensor-parallel-size', '2'], options, engine='vllm')

@@ -262,13 +262,12 @@ class Fleet:
         if len(self.control_dir) > 80:
             raise FleetError('--dir %s is too long for SSH control sockets; use a shorter path' % self.dir)
         os.makedirs(self.control_dir, exist_ok=True)
-        self.state['id'] = secrets.token_hex(2)
         self.state['python'] = python
         self.state['started'] = time.time()
-        self._save()
         self._t0 = time.monotonic()
         try:
             names = ['ns%d' % i for i in range(1, ns_hosts + 1)] + (['sd1'] if nspawn else [])
+            self._claim()
             # The hosts' upper layers live on a tmpfs: overlayfs accepts it as upper layer
             # wherever DIR is (even on an overlay root), and it is not inside the lower /.
             hosts_dir = os.path.join(self.dir, 'hosts')
@@ -293,23 +292,32 @@ class Fleet:
             raise
         return self
 
-    def _network(self, names):
-        fid = self.id
-        bridge = 'llf%sbr' % fid
+    def _claim(self):
+        """Pick an id no other fleet uses and a free /24, and create the bridge, atomically
+        with respect to other fleets (a lock file), so ``down`` never removes another's."""
         with open(LOCK_FILE, 'a') as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            fleet_id = secrets.token_hex(2)
+            while leftovers(fleet_id):
+                fleet_id = secrets.token_hex(2)
             used = _run(['ip', '-4', '-o', 'addr', 'show']).stdout
             for n in range(256):
                 if ' %s.%d.' % (SUBNET_PREFIX, n) not in used:
                     break
             else:
                 raise FleetError('no free %s.N.0/24 subnet for the fleet bridge' % SUBNET_PREFIX)
-            subnet = '%s.%d' % (SUBNET_PREFIX, n)
-            self.state['subnet'] = subnet + '.0/24'
+            self.state['id'] = fleet_id
+            self.state['subnet'] = '%s.%d.0/24' % (SUBNET_PREFIX, n)
+            bridge = 'llf%sbr' % fleet_id
             self._record('links', bridge)
             _run(['ip', 'link', 'add', bridge, 'type', 'bridge'])
-            _run(['ip', 'addr', 'add', subnet + '.1/24', 'dev', bridge])
+            _run(['ip', 'addr', 'add', '%s.%d.1/24' % (SUBNET_PREFIX, n), 'dev', bridge])
             _run(['ip', 'link', 'set', bridge, 'up'])
+
+    def _network(self, names):
+        fid = self.id
+        bridge = 'llf%sbr' % fid
+        subnet = self.state['subnet'].rsplit('.', 1)[0]
         batch = []
         counts = {'ns': 10, 'systemd': 200}
         for i, name in enumerate(names, 1):
@@ -331,7 +339,7 @@ class Fleet:
             _run(['ip', '-n', host['netns'], '-batch', '-'],
                  input='link set lo up\naddr add %s/24 dev eth0\nlink set eth0 up\n' % host['address'])
 
-    def _etc_files(self, name, etc, client_pub):
+    def _etc_files(self, name, etc):
         """Populate the upper layer of the host's /etc: hostname, hosts, own SSH host key."""
         host = self.hosts[name]
         _write(os.path.join(etc, 'hostname'), name + '\n')
@@ -355,10 +363,10 @@ class Fleet:
         if self.hosts[name]['kind'] == 'ns':
             for sub in ('etc-upper', 'etc-work'):
                 os.makedirs(os.path.join(hdir, sub), exist_ok=True)
-            self._etc_files(name, os.path.join(hdir, 'etc-upper'), client_pub)
+            self._etc_files(name, os.path.join(hdir, 'etc-upper'))
             _write(os.path.join(hdir, 'authorized_keys'), client_pub + '\n', 0o600)
             _write(os.path.join(hdir, 'start.sh'), NS_START.format(
-                ns_dirs=' '.join(NS_DIRS), fid=self.id, name=name, hdir=hdir, sshd=SSHD))
+                ns_dirs=' '.join(NS_DIRS), fid=self.id, name=name, hdir=shlex.quote(hdir), sshd=SSHD))
             return
         # systemd host: an overlay of /.
         fs = os.path.join(hdir, 'fs')
@@ -366,7 +374,7 @@ class Fleet:
             os.makedirs(os.path.join(fs, sub))
         upper = os.path.join(fs, 'upper')
         etc = os.path.join(upper, 'etc')
-        self._etc_files(name, etc, client_pub)
+        self._etc_files(name, etc)
         _write(os.path.join(upper, 'root', '.ssh', 'authorized_keys'), client_pub + '\n', 0o600)
         os.chmod(os.path.join(upper, 'root', '.ssh'), 0o700)
         os.chmod(os.path.join(upper, 'root'), 0o700)

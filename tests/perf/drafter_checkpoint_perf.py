@@ -134,7 +134,7 @@ def params(path, **extra):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--dir', help='where to write the drafters (default: a new temporary directory)')
     parser.add_argument('--keep', action='store_true', help='keep the generated files')
     args = parser.parse_args()

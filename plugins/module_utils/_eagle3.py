@@ -305,36 +305,21 @@ def find_problems(tensors, config, config_file, rules, source, layout='auto'):
     """What stops ``rules`` from loading these tensors correctly.
 
     ``tensors``: name -> (file, dtype, shape); ``source``: the drafter, named in messages
-    about missing tensors. Returns a list of messages, each naming the file and the root
+    about missing tensors; ``config`` None (a lone file without config.json): only the
+    names are checked. Returns a list of messages, each naming the file and the root
     cause the engine would hit.
     """
-    problems = []
-    cfg = DraftConfig(config)
-    if layout == 'midlayer' and isinstance(cfg.layers, int) and cfg.layers > 1:
-        problems.append('%s: layout midlayer holds one layer but num_hidden_layers is %d; use '
-                        'layout layers (SGLang >= 0.5.12 or vLLM)' % (config_file, cfg.layers))
-    if cfg.missing:
-        problems.append('%s: lacks integer %s: the engine cannot build the drafter'
-                        % (config_file, ', '.join(cfg.missing)))
-    archs = config.get('architectures')
-    if not architecture_accepted(config, rules):
-        problems.append(
-            '%s: architectures %r is not %s: %s builds the plain model class for it and '
-            'fails (e.g. KeyError: \'midlayer.self_attn.qkv_proj.weight\')'
-            % (config_file, archs, ' or '.join(ACCEPTED_ARCHITECTURES[rules.engine]), rules.label))
-    if isinstance(cfg.layers, int) and rules.max_layers is not None and cfg.layers > rules.max_layers:
-        if rules.version is None:
-            problems.append(
-                '%s: num_hidden_layers is %d: a multi-layer drafter needs SGLang >= 0.5.12 '
-                '(0.5.11 and earlier reject num_hidden_layers != 1); set engine_version'
-                % (config_file, cfg.layers))
-        else:
-            problems.append(
-                '%s: num_hidden_layers is %d but %s rejects num_hidden_layers != 1; a '
-                'multi-layer drafter needs SGLang >= 0.5.12' % (config_file, cfg.layers, rules.label))
+    if config is None:
+        indexes = [split_name(n)[1] for n in tensors]
+        layers = max([i for i in indexes if i is not None] or [0]) + 1
+        config = {'architectures': [EAGLE3_ARCHITECTURE], 'num_hidden_layers': layers}
+        cfg = None
+    else:
+        cfg = DraftConfig(config)
+    problems = _config_problems(cfg, config, config_file, rules, layout) if cfg else []
+    layer_count = config['num_hidden_layers'] if isinstance(config.get('num_hidden_layers'), int) else 1
 
     known_top = rules.known_top_level()
-    layer_count = cfg.layers if isinstance(cfg.layers, int) else 1
     seen = {}
     dropped = set()  # canonical names already reported, not to be reported missing again
     failing = []
@@ -359,7 +344,7 @@ def find_problems(tensors, config, config_file, rules, source, layout='auto'):
     if prefix:
         problems.insert(0, '%s: every unloadable tensor name starts with %r: add the rename rule '
                            '{from: %r, to: \'\'}' % (source, prefix, prefix))
-    for canon, (shape, required) in cfg.expected_shapes().items():
+    for canon, (shape, required) in (cfg.expected_shapes() if cfg else {}).items():
         if canon not in seen:
             if required and canon not in dropped:
                 problems.append('%s: missing required tensor %r: %s' % (source, canon, _missing(rules, canon)))
@@ -402,3 +387,31 @@ def _missing(rules, canon):
         return 'vLLM fails to start (ValueError: Following weights were not initialized from checkpoint)'
     return ('SGLang never reports missing weights; the drafter would serve with random weights '
             '(accept length ~1.00)')
+
+
+def _config_problems(cfg, config, config_file, rules, layout):
+    """Problems of config.json itself: fields, architecture, layer count, layout."""
+    problems = []
+    if layout == 'midlayer' and isinstance(cfg.layers, int) and cfg.layers > 1:
+        problems.append('%s: layout midlayer holds one layer but num_hidden_layers is %d; use '
+                        'layout layers (SGLang >= 0.5.12 or vLLM)' % (config_file, cfg.layers))
+    if cfg.missing:
+        problems.append('%s: lacks integer %s: the engine cannot build the drafter'
+                        % (config_file, ', '.join(cfg.missing)))
+    archs = config.get('architectures')
+    if not architecture_accepted(config, rules):
+        problems.append(
+            '%s: architectures %r is not %s: %s builds the plain model class for it and '
+            'fails (e.g. KeyError: \'midlayer.self_attn.qkv_proj.weight\')'
+            % (config_file, archs, ' or '.join(ACCEPTED_ARCHITECTURES[rules.engine]), rules.label))
+    if isinstance(cfg.layers, int) and rules.max_layers is not None and cfg.layers > rules.max_layers:
+        if rules.version is None:
+            problems.append(
+                '%s: num_hidden_layers is %d: a multi-layer drafter needs SGLang >= 0.5.12 '
+                '(0.5.11 and earlier reject num_hidden_layers != 1); set engine_version'
+                % (config_file, cfg.layers))
+        else:
+            problems.append(
+                '%s: num_hidden_layers is %d but %s rejects num_hidden_layers != 1; a '
+                'multi-layer drafter needs SGLang >= 0.5.12' % (config_file, cfg.layers, rules.label))
+    return problems

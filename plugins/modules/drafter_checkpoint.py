@@ -397,8 +397,6 @@ class Drafter:
             config_after['architectures'] = [_eagle3.EAGLE3_ARCHITECTURE]
 
         def problems_of(tensor_map, cfg):
-            if cfg is None:  # a lone file without config.json: names can still be checked
-                cfg = {'architectures': [_eagle3.EAGLE3_ARCHITECTURE]}
             return _eagle3.find_problems(tensor_map, cfg, config_label, self.rules,
                                          p['path'], p['layout'])
         before = problems_of(tensors, config)
@@ -448,10 +446,11 @@ class Drafter:
         writes = [pl for pl in plans if pl['method'] != 'unchanged']
         for pl in writes:
             _check_writable(pl['write_path'], replace=pl['private_copy'])
+        config_target, index_target = self._json_target(config_path), self._json_target(index_path)
         if result['config_changed']:
-            _check_writable(config_path)
+            _check_writable(config_target, replace=os.path.islink(config_target))
         if result['index_changed']:
-            _check_writable(index_path)
+            _check_writable(index_target, replace=os.path.islink(index_target))
 
         for pl in plans:
             entry = self._file_entry(pl['header'], pl['method'], pl['bytes'], pl['private_copy'])
@@ -462,15 +461,22 @@ class Drafter:
             result['files'].append(entry)
         if not self.check_mode:
             if result['index_changed']:
-                _safetensors.atomic_write(index_path, _dump_json(index_after))
+                _safetensors.atomic_write(index_target, _dump_json(index_after))
             if result['config_changed']:
                 if p['backup']:
                     saved = _safetensors.backup_path(config_path, 'orig')
                     _safetensors.atomic_write(saved, _dump_json(config))
                     result['config_backup_file'] = saved
-                _safetensors.atomic_write(config_path, _dump_json(config_after))
+                _safetensors.atomic_write(config_target, _dump_json(config_after))
         result['changed'] = bool(recovered or writes or result['config_changed'] or result['index_changed'])
         return result
+
+    def _json_target(self, path):
+        """Where a JSON file is written: a symbolic link is replaced by a private file
+        (atomic_write does not follow it) unless modify_shared_blobs is set."""
+        if path and self.p['modify_shared_blobs']:
+            return os.path.realpath(path)
+        return path
 
     def _file_entry(self, header, method, written, private_copy=False):
         return {'path': header.path, 'method': method, 'bytes_written': written,

@@ -365,3 +365,29 @@ def test_draft_model_prefix_needs_and_takes_a_rename_rule(tmp_path, capsys):
     fixed = run(capsys, path=d, engine='vllm', rename=[{'from': 'draft_model.', 'to': ''}])
     assert fixed['changed'] and fixed['renamed'] == 15 and fixed['files'][0]['method'] == 'header_in_place'
     same_data(d, written, lambda n: n[len('draft_model.'):])
+
+
+def test_single_file_without_config_checks_names_only(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    written = write_drafter(d)
+    os.unlink(os.path.join(d, 'config.json'))
+    result = run(capsys, path=os.path.join(d, 'model.safetensors'))
+    assert result['changed'] and result['problems'] == [] and result['layout_after'] == 'midlayer'
+    same_data(d, written, to_mid)
+    junk = dict(written, **{'layers.0.rotary.inv_freq': np.zeros(2, dtype=np.float32)})
+    save_file(junk, os.path.join(d, 'model.safetensors'))
+    refused = run(capsys, path=os.path.join(d, 'model.safetensors'), engine='vllm')
+    assert refused['failed'] and "KeyError: 'layers.0.rotary.inv_freq'" in refused['msg']
+
+
+def test_modify_shared_blobs_also_fixes_a_linked_config(tmp_path, capsys):
+    src = str(tmp_path / 'src')
+    write_drafter(src, spelling='midlayer', architectures=['LlamaForCausalLM'])
+    snap = tmp_path / 'snap'
+    snap.mkdir()
+    for name in os.listdir(src):
+        os.symlink(os.path.join(src, name), str(snap / name))
+    result = run(capsys, path=str(snap), modify_shared_blobs=True)
+    assert result['config_changed'] and os.path.islink(str(snap / 'config.json'))
+    with open(os.path.join(src, 'config.json')) as f:
+        assert json.load(f)['architectures'] == ['LlamaForCausalLMEagle3']

@@ -206,6 +206,10 @@ config_changed:
   description: Whether C(architectures) in config.json was (or would be) changed.
   returned: always
   type: bool
+config_backup_file:
+  description: Where the original config.json was kept, with O(backup=true).
+  returned: when config.json was changed with O(backup=true)
+  type: str
 index_changed:
   description: Whether the sharded index's C(weight_map) was (or would be) rewritten.
   returned: always
@@ -437,7 +441,8 @@ class Drafter:
                           'architectures': (config_after or {}).get('architectures')},
             },
         }
-        if result['problems']:
+        if result['problems']:  # nothing is written: report what was found
+            result.update(config_changed=False, index_changed=False)
             for h in headers:
                 result['files'].append(self._file_entry(h, 'unchanged', 0))
             return result

@@ -391,3 +391,15 @@ def test_modify_shared_blobs_also_fixes_a_linked_config(tmp_path, capsys):
     assert result['config_changed'] and os.path.islink(str(snap / 'config.json'))
     with open(os.path.join(src, 'config.json')) as f:
         assert json.load(f)['architectures'] == ['LlamaForCausalLMEagle3']
+
+
+def test_header_change_spanning_pages_is_rewritten_not_written_in_place(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    config = drafter_config(layers=6)
+    written = {'x.' + n: a for n, a in drafter_tensors(config).items()}
+    write_drafter(d, config=config, tensors=written)
+    with open(os.path.join(d, 'model.safetensors'), 'rb') as f:
+        assert struct.unpack('<Q', f.read(8))[0] > 4096  # the shifted bytes cross a page
+    result = run(capsys, path=d, engine_version='0.5.12', rename=[{'from': 'x.', 'to': ''}])
+    assert result['files'][0]['method'] == 'rewritten'
+    same_data(d, written, lambda n: n[2:])

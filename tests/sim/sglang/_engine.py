@@ -112,11 +112,15 @@ class Engine:
         self.last_accept_rate = 0.0
 
     def submit(self, prompt_tokens, max_new_tokens):
-        req = Request(prompt_tokens, max_new_tokens)
+        return self.submit_many([prompt_tokens], max_new_tokens)[0]
+
+    def submit_many(self, prompts, max_new_tokens):
+        """Queue requests together (a batched /generate): they are prefilled in the same step."""
+        reqs = [Request(p, max_new_tokens) for p in prompts]
         with self.cond:
-            self.waiting.append(req)
+            self.waiting.extend(reqs)
             self.cond.notify()
-        return req
+        return reqs
 
     def _sleep(self, ms):
         now = time.monotonic()

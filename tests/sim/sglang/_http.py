@@ -159,6 +159,11 @@ class Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------ generation
     def _run(self, prompt_tokens, max_new_tokens, on_chunk=None):
         req = self.sim.engine.submit(prompt_tokens, max_new_tokens)
+        return req, self._wait(req, on_chunk)
+
+    @staticmethod
+    def _wait(req, on_chunk=None):
+        """Follow one request to its end; return its text."""
         produced = 0
         while True:
             item = req.next_chunk(60.0)
@@ -172,7 +177,7 @@ class Handler(BaseHTTPRequestHandler):
                 if on_chunk and not count:
                     on_chunk(req, '', True)
                 break
-        return req, ''.join(token_text(i) for i in range(produced))
+        return ''.join(token_text(i) for i in range(produced))
 
     def _meta(self, req, prompt_tokens):
         meta = {'id': req.rid, 'finish_reason': {'type': 'length', 'length': req.max_new_tokens},
@@ -207,12 +212,17 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def generate(self, body):
-        if 'input_ids' in body and body['input_ids']:
-            prompt = len(body['input_ids'])
-        else:
-            prompt = _prompt_tokens(body.get('text') or '')
         params = body.get('sampling_params') or {}
         max_new = params.get('max_new_tokens', 128)
+        ids, text = body.get('input_ids'), body.get('text')
+        if not body.get('stream') and (isinstance(text, list) or ids and isinstance(ids[0], list)):
+            prompts = [len(i) for i in ids] if ids else [_prompt_tokens(t) for t in text]
+            reqs = self.sim.engine.submit_many(prompts, max_new)
+            results = [{'text': self._wait(req), 'output_ids': [100 + i % 50 for i in range(req.output)]} for req in reqs]
+            for result, req, prompt in zip(results, reqs, prompts):
+                result['meta_info'] = self._meta(req, prompt)
+            return self._send(200, results)
+        prompt = len(ids) if ids else _prompt_tokens(text or '')
         if body.get('stream'):
             self._stream_start()
             text = []

@@ -33,9 +33,10 @@ system:
 # Build the collection tarball and install it where ansible looks (ANSIBLE_COLLECTIONS_PATH).
 collection: venv
 	@mkdir -p build
-	rm -f build/llmops-serving-*.tar.gz
-	ansible-galaxy collection build --force --output-path build . >/dev/null
-	ansible-galaxy collection install --force -p $(COLLECTIONS) $(TARBALL) >/dev/null
+	@# serialised: concurrent runs would delete each other's install mid-way
+	flock build/.collection.lock sh -c 'rm -f build/llmops-serving-*.tar.gz && \
+	  ansible-galaxy collection build --force --output-path build . >/dev/null && \
+	  ansible-galaxy collection install --force -p $(COLLECTIONS) $(TARBALL) >/dev/null'
 	@echo "installed $(TARBALL) into $(COLLECTIONS)"
 
 unit: venv

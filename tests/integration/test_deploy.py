@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -177,3 +179,66 @@ def test_stop_leaves_no_process(deployed, run_playbook):
     for host in NS:
         assert fleet.ssh(host, 'pgrep -f sglang.launch_server || true').stdout.strip() == ''
     assert fleet.ssh('sd1', 'systemctl is-active llmops-sglang-main.service || true').stdout.strip() == 'inactive'
+
+
+ENGINE_VENV = os.environ.get('LLMOPS_ENGINE_VENV', os.path.join(ROOT, '.cache', 'vllm-venv'))
+_ENGINE_MODELS = {}
+
+
+def engine_models(tmp_dir):
+    """Tiny target and drafters for vLLM's CPU build (tests/engines/make_models.py), once."""
+    if 'manifest' not in _ENGINE_MODELS:
+        out = os.path.join(tmp_dir, 'engine-models')
+        subprocess.run([os.path.join(ENGINE_VENV, 'bin', 'python'), os.path.join(ROOT, 'tests', 'engines',
+                                                                                 'make_models.py'),
+                        out, '--shape', 'cpu'], check=True, capture_output=True, timeout=600)
+        with open(os.path.join(out, 'manifest.json'), encoding='utf-8') as handle:
+            manifest = json.load(handle)
+        _ENGINE_MODELS['manifest'] = manifest
+        _ENGINE_MODELS['out'] = out
+    return _ENGINE_MODELS['out'], _ENGINE_MODELS['manifest']
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize('drafter, accepted', [('good', True), ('random', False)])
+def test_vllm_engine_through_the_role(drafter, accepted, run_playbook, tmp_path_factory):
+    """The real vLLM CPU engine (tests/engines) deployed through the role on this machine:
+    the good drafter passes the acceptance floor, the random one fails it."""
+    tmp = str(tmp_path_factory.getbasetemp())
+    out, manifest = engine_models(tmp)
+    inventory = os.path.join(tmp, 'local-inventory.yml')
+    with open(inventory, 'w', encoding='utf-8') as handle:
+        handle.write('all:\n  hosts:\n    localhost:\n      ansible_connection: local\n'
+                     '      ansible_python_interpreter: %s\n' % sys.executable)
+    state = os.path.join(tmp, 'vllm-' + drafter)
+    extra = {
+        'deploy_vllm_state': 'started',
+        'sglang_server_engine': 'vllm',
+        'sglang_server_python': os.path.join(ENGINE_VENV, 'bin', 'python'),
+        'sglang_server_launcher': 'process',
+        'sglang_server_name': 'vllm-' + drafter,
+        'sglang_server_model_path': os.path.join(out, manifest['target']['path']),
+        'sglang_server_speculative_draft_model_path': os.path.join(out, manifest['drafters'][drafter]['path']),
+        'sglang_server_speculative_depth': 4,
+        'sglang_server_min_accept_length': 1.5,
+        'sglang_server_tp_size': 1,
+        'sglang_server_port': 31871,
+        'sglang_server_extra_args': ['--max-model-len', '1024', '--dtype', 'bfloat16', '--enforce-eager'],
+        'sglang_server_env': {'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_CPU_KVCACHE_SPACE': '1',
+                              'VLLM_NO_USAGE_STATS': '1'},
+        'sglang_server_config_dir': os.path.join(state, 'etc'),
+        'sglang_server_run_dir': os.path.join(state, 'run'),
+        'sglang_server_log_path': os.path.join(state, 'server.log'),
+        'sglang_server_health_timeout': 600,
+    }
+    try:
+        result = run_playbook('deploy_vllm.yml', inventory=inventory, extra_vars=extra)
+        if accepted:
+            assert result.rc == 0, result.stdout[-4000:]
+            assert 'state: ready' in result.stdout and 'engine: vllm' in result.stdout
+        else:
+            assert result.rc != 0
+            assert 'accept' in result.stdout.lower(), result.stdout[-4000:]
+    finally:
+        run_playbook('deploy_vllm.yml', inventory=inventory, expect_rc=0,
+                     extra_vars=dict(extra, deploy_vllm_state='stopped'))

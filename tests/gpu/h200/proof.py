@@ -1,0 +1,600 @@
+"""Driver of the H200 proof (run it through tests/gpu/h200_proof.sh; README.md there).
+
+Runs the collection's own playbooks with ansible-playbook (connection local) against a
+real SGLang server on the one GPU of the device machine, checks each step's outcome and
+writes a compact results bundle. ``--simulate`` runs the very same steps here against
+the SGLang simulator and the nvidia-smi stand-in (tests/sim).
+
+Steps are grouped in three phases, one device call each (each under 10 minutes):
+``a`` models, GPU preflight, deploy at depth 5, unchanged redeploy, depth 5 -> 3, status,
+stop; ``b`` random drafter, drafter with the other layer naming, stop; ``c`` benchmark,
+stop. Every step is recorded PASS/FAIL/SKIP and the next one runs anyway; the server is
+always stopped before the driver exits. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+H200 = REPO / 'tests' / 'gpu' / 'h200'
+ANSIBLE_MAIN = 'import sys; from ansible.cli.playbook import main; sys.exit(main())'
+FLOOR = 2.0  # sglang_server_min_accept_length in group_vars/all.yml
+GOOD, RANDOM, OTHER = 'good-layers0', 'random-layers0', 'good-midlayer'
+NOT_ACCEPTED = 'the drafter is not being accepted'
+RESERVE_S = 50  # kept back in a call for the final stop and the bundle
+PHASES = {
+    'a': ['models', 'preflight', 'deploy', 'redeploy', 'depth3', 'status', 'stop'],
+    'b': ['models', 'random', 'other_naming', 'stop'],
+    'c': ['models', 'benchmark', 'stop'],
+}
+# Longest a step may take on the device (ansible-playbook is killed after that).
+STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
+                'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540}
+
+
+class Step:
+    def __init__(self, name, folder):
+        self.name, self.folder = name, folder
+        self.checks, self.figures, self.notes = [], {}, []
+        self.outcome, self.seconds = None, 0.0
+
+    def check(self, name, ok, detail=''):
+        self.checks.append({'check': name, 'ok': bool(ok), 'detail': str(detail)})
+        return bool(ok)
+
+    def as_dict(self):
+        return {'step': self.name, 'folder': self.folder.name, 'outcome': self.outcome,
+                'seconds': round(self.seconds, 1), 'checks': self.checks, 'figures': self.figures, 'notes': self.notes}
+
+
+class Run:
+    """One playbook run: output lines, events (tests/gpu/h200/callback_plugins) and rc."""
+
+    def __init__(self, rc, lines, events, seconds, timed_out):
+        self.rc, self.lines, self.events, self.seconds, self.timed_out = rc, lines, events, seconds, timed_out
+
+    def results(self, action, outcome=None):
+        return [e['result'] for e in self.events
+                if e['action'].endswith(action) and (outcome is None or e['outcome'] == outcome)]
+
+    def fact(self, name):
+        """Last value set by set_fact for ``name``."""
+        values = [r['ansible_facts'][name] for r in self.results('set_fact') if name in r.get('ansible_facts', {})]
+        return values[-1] if values else None
+
+    def task(self, name_part):
+        return [e for e in self.events if name_part in e['task']]
+
+    def recap(self):
+        idx = next((i for i, line in enumerate(self.lines) if line.startswith('PLAY RECAP')), None)
+        return [line.rstrip() for line in self.lines[idx + 1:] if line.strip()] if idx is not None else []
+
+    def heartbeats(self):
+        return [line.strip() for line in self.lines if re.search(r'wait_for_llm_health: \d+ s, phase', line)]
+
+
+class Proof:
+    def __init__(self, simulate):
+        self.simulate = simulate
+        default_state = '/tmp/llmops-gpu-sim' if simulate else '/tmp/llmops-gpu'
+        self.state = Path(os.environ.get('LLMOPS_GPU_STATE', default_state))
+        self.site = self.state / 'site'
+        self.work = self.state / 'proof'
+        self.models = self.work / 'models'
+        self.results = self.work / 'results'
+        self.out = Path(os.environ['OUT']) if os.environ.get('OUT') else self.work / 'out'
+        self.log_path = self.work / 'log' / 'sglang-main.log'
+        self.pidfile = self.work / 'run' / 'sglang-main.pid'
+        self.started = time.monotonic()
+        self.budget = float(os.environ.get('LLMOPS_PROOF_BUDGET_S', '560' if not simulate else '3600'))
+        self.env = dict(os.environ, LC_ALL='C.UTF-8', LANG='C.UTF-8', ANSIBLE_NOCOLOR='1', ANSIBLE_FORCE_COLOR='0',
+                        ANSIBLE_CONFIG=str(H200 / 'ansible.cfg'),
+                        ANSIBLE_COLLECTIONS_PATH=str(self.work / 'collections'),
+                        ANSIBLE_CALLBACK_PLUGINS=str(H200 / 'callback_plugins'),
+                        ANSIBLE_CALLBACKS_ENABLED='proof_events', LLMOPS_PROOF_WORK=str(self.work))
+        if simulate:
+            self.env.update(LLMOPS_PROOF_PYTHONPATH=str(REPO / 'tests' / 'sim'),
+                            NVSIM_STATE_DIR=str(self.state / 'nvsim'),
+                            SGLANG_SIM_SPEED=os.environ.get('SGLANG_SIM_SPEED', '0.05'),
+                            PATH='%s:%s' % (REPO / 'tests' / 'sim', os.environ.get('PATH', '')))
+            self.ansible_python = str(REPO / '.venv' / 'bin' / 'python')
+            self.models_python = os.environ.get('LLMOPS_MODELS_PYTHON', str(REPO / '.cache' / 'vllm-venv' / 'bin' / 'python'))
+            self.models_env = dict(self.env)
+        else:
+            self.env.update(LLMOPS_PROOF_PYTHONPATH=str(self.site), PYTHONPATH=str(self.site),
+                            HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1')
+            self.ansible_python = self.models_python = sys.executable
+            self.models_env = dict(self.env)
+        self.memo_path = self.results / 'memo.json'
+
+    # ---------------------------------------------------------------- bookkeeping
+    def left(self):
+        return self.budget - (time.monotonic() - self.started)
+
+    def memo(self, **updates):
+        data = json.loads(self.memo_path.read_text()) if self.memo_path.exists() else {}
+        data.update(updates)
+        self.memo_path.write_text(json.dumps(data, indent=1))
+        return data
+
+    def summary(self):
+        path = self.results / 'summary.json'
+        return json.loads(path.read_text()) if path.exists() else {'steps': []}
+
+    def record(self, step):
+        data = self.summary()
+        data['steps'].append(step.as_dict())
+        data['versions'] = self.memo().get('versions', {})
+        data['mode'] = 'SIMULATOR (tests/sim), not real SGLang or a GPU' if self.simulate else 'real SGLang on the GPU'
+        (self.results / 'summary.json').write_text(json.dumps(data, indent=1))
+        (self.results / 'summary.md').write_text(render(data))
+        mark = {'PASS': 'ok  ', 'FAIL': 'FAIL', 'SKIP': 'skip'}[step.outcome]
+        figures = ', '.join('%s=%s' % (k, v) for k, v in step.figures.items() if not isinstance(v, (list, dict)))
+        print('[%s] %-22s %6.1f s  %s' % (mark, step.folder.name, step.seconds, figures), flush=True)
+        for check in step.checks:
+            if not check['ok']:
+                print('       failed check: %s: %s' % (check['check'], check['detail'][:300]), flush=True)
+
+    # ---------------------------------------------------------------- running things
+    def playbook(self, step, playbook, extra=None, timeout=300):
+        events_path = step.folder / 'events.jsonl'
+        cmd = [self.ansible_python, '-c', ANSIBLE_MAIN, '-i', str(H200 / 'inventory.yml'), str(playbook)]
+        if self.simulate:
+            cmd += ['-e', '@%s' % (H200 / 'simulate.yml')]
+        for key, value in (extra or {}).items():
+            cmd += ['-e', json.dumps({key: value})]
+        env = dict(self.env, LLMOPS_PROOF_EVENTS=str(events_path))
+        timeout = max(10.0, min(timeout, self.left() - RESERVE_S))
+        log = step.folder / 'ansible.log'
+        start = time.monotonic()
+        with log.open('w') as handle:
+            handle.write('$ ansible-playbook %s\n' % ' '.join(cmd[3:]))
+            handle.flush()
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        lines = log.read_text(errors='replace').splitlines()
+        events = [json.loads(line) for line in events_path.read_text().splitlines()] if events_path.exists() else []
+        run = Run(proc.returncode, lines, events, time.monotonic() - start, timed_out)
+        trim_file(log, 500, 900)
+        recap = run.recap()
+        if recap:
+            step.figures['recap'] = recap
+        if timed_out:
+            step.check('ansible-playbook finished', False, 'killed after %.0f s' % timeout)
+        return run
+
+    def command(self, cmd, env=None, timeout=60):
+        try:
+            proc = subprocess.run(cmd, cwd=REPO, env=env or self.env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=timeout)
+            return proc.returncode, proc.stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return -1, str(exc)
+
+    def nvidia_smi(self):
+        """(compute apps lines, [(index, used MiB, total MiB)], raw text)."""
+        rc1, apps = self.command(['nvidia-smi', '--query-compute-apps=pid,process_name,used_memory,gpu_uuid',
+                                  '--format=csv,noheader'])
+        rc2, gpus = self.command(['nvidia-smi', '--query-gpu=index,name,memory.used,memory.total,driver_version',
+                                  '--format=csv,noheader,nounits'])
+        rows = []
+        for line in gpus.splitlines():
+            parts = [p.strip() for p in line.split(',')]
+            if len(parts) == 5 and parts[2].isdigit():
+                rows.append((int(parts[0]), int(parts[2]), int(parts[3])))
+        raw = '$ nvidia-smi --query-compute-apps=... (rc %d)\n%s$ nvidia-smi --query-gpu=... (rc %d)\n%s' % (
+            rc1, apps, rc2, gpus)
+        return [line for line in apps.splitlines() if line.strip()], rows, raw
+
+    def server_processes(self, session=None):
+        """Processes of our server: its session, or a command line under our work folder; on
+        the device also anything named sglang (nothing else runs there)."""
+        found = []
+        for entry in os.listdir('/proc'):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                cmdline = Path('/proc', entry, 'cmdline').read_bytes().replace(b'\0', b' ').decode(errors='replace')
+                stat = Path('/proc', entry, 'stat').read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(')') + 2:].split()
+            if fields and fields[0] == 'Z':
+                continue
+            ours = (session is not None and len(fields) > 3 and fields[3] == str(session)) or str(self.work) in cmdline
+            if ours or (not self.simulate and 'sglang' in cmdline and 'h200_proof' not in cmdline):
+                found.append('%s %s' % (entry, cmdline.strip()[:160]))
+        return found
+
+    def server_pid(self):
+        try:
+            return json.loads(self.pidfile.read_text())['pid']
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def keep_server_log(self, step):
+        if self.log_path.exists():
+            target = step.folder / 'server.log'
+            shutil.copyfile(self.log_path, target)
+            trim_file(target, 150, 250)
+
+    # ---------------------------------------------------------------- set-up
+    def prepare(self, fresh):
+        if fresh and self.results.exists():
+            shutil.rmtree(self.results)
+        self.results.mkdir(parents=True, exist_ok=True)
+        link = self.work / 'collections' / 'ansible_collections' / 'llmops' / 'serving'
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(REPO)
+        if self.simulate:
+            state = Path(self.env['NVSIM_STATE_DIR'])
+            if not (state / 'gpus.json').exists():
+                subprocess.run([sys.executable, str(REPO / 'tests' / 'sim' / 'nvsim.py'), 'init', '--count', '1'],
+                               env=self.env, check=True)
+            for path in (self.models_python, self.ansible_python):
+                if not Path(path).exists():
+                    sys.exit('%s is missing: make venv, and tests/engines/install_vllm.sh for the model generator' % path)
+        elif not (self.site / '.installed').exists():
+            sys.exit('%s is not installed: fresh machine? ship the wheel parts and run '
+                     'tests/gpu/device_step.sh install first (tests/gpu/README.md)' % self.site)
+        if 'versions' not in self.memo():
+            self.memo(versions=self.versions())
+
+    def versions(self):
+        code = ('import importlib.metadata as m, json, platform\n'
+                'def v(name):\n'
+                '    try:\n        return m.version(name)\n'
+                '    except m.PackageNotFoundError:\n        return None\n'
+                'print(json.dumps({"python": platform.python_version(), **{n: v(n) for n in '
+                '("sglang", "torch", "transformers", "ansible-core", "sglang-kernel", "flashinfer-python")}}))')
+        rc, out = self.command([self.ansible_python, '-c', code])
+        versions = json.loads(out.strip().splitlines()[-1]) if rc == 0 else {'error': out[-300:]}
+        if self.simulate:
+            versions['sglang'] = 'simulator %s' % os.environ.get('SGLANG_SIM_VERSION', '0.5.15.post1')
+        apps, gpus, raw = self.nvidia_smi()
+        versions['gpu'] = [line for line in raw.splitlines()[-len(gpus):]] if gpus else raw[-300:]
+        rc, head = self.command(['git', 'rev-parse', 'HEAD'])
+        versions['commit'] = os.environ.get('LLMOPS_PROOF_COMMIT') or (head.strip() if rc == 0 else None)
+        versions['date'] = time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())
+        return versions
+
+    # ---------------------------------------------------------------- the steps
+    def run_step(self, name):
+        number = {n: i + 1 for i, n in enumerate(
+            ['models', 'preflight', 'deploy', 'redeploy', 'depth3', 'status', 'stop', 'random', 'other_naming',
+             'benchmark'])}.get(name, 99)
+        folder = self.results / ('%02d-%s' % (number, name.replace('_', '-')))
+        while folder.exists():
+            folder = folder.with_name(folder.name + '+')
+        folder.mkdir(parents=True)
+        step = Step(name, folder)
+        start = time.monotonic()
+        if self.left() - RESERVE_S < 30:
+            step.outcome = 'SKIP'
+            step.notes.append('not enough time left in this call; run it in the next one: h200_proof.sh %s' % name)
+        else:
+            try:
+                getattr(self, 'step_' + name)(step)
+            except Exception as exc:  # pylint: disable=broad-except
+                step.check('step ran without an error in the driver', False, '%s: %s' % (type(exc).__name__, exc))
+            step.outcome = 'PASS' if step.checks and all(c['ok'] for c in step.checks) else 'FAIL'
+        step.seconds = time.monotonic() - start
+        self.record(step)
+        return step
+
+    def step_models(self, step):
+        manifest = self.models / 'manifest.json'
+        rc, out = self.command([self.models_python, str(H200 / 'make_models.py'), str(self.models)],
+                               env=self.models_env, timeout=STEP_TIMEOUT['models'])
+        (step.folder / 'make_models.log').write_text(out[-20000:])
+        step.check('make_models.py exit status 0', rc == 0, out.strip().splitlines()[-1:] if out.strip() else rc)
+        for variant in (GOOD, RANDOM, OTHER):
+            step.check('drafter %s written' % variant, (self.models / 'drafters' / variant / 'model.safetensors').exists())
+        if manifest.exists():
+            data = json.loads(manifest.read_text())
+            step.figures['target'] = '%(layers)s layers, hidden %(hidden)s, vocab %(vocab_size)s' % data['target']
+
+    def step_preflight(self, step):
+        run = self.playbook(step, H200 / 'preflight.yml', timeout=STEP_TIMEOUT['preflight'])
+        step.check('playbook succeeded', run.rc == 0, 'rc %s' % run.rc)
+        result = (run.results('gpu_memory') or [{}])[-1]
+        step.check('gpu_memory says ready', result.get('ready') is True, result.get('msg', ''))
+        gpus = result.get('gpus') or []
+        step.check('one GPU seen', len(gpus) == 1, '%d GPUs' % len(gpus))
+        step.figures['gpu_table'] = result.get('summary')
+
+    def deploy(self, step, extra, timeout):
+        apps_before = self.nvidia_smi()[0]
+        run = self.playbook(step, REPO / 'playbooks' / 'deploy.yml', extra=extra, timeout=timeout)
+        self.keep_server_log(step)
+        plan = run.fact('sglang_server_plan') or {}
+        result = run.fact('sglang_server_result') or {}
+        health = (run.results('wait_for_llm_health') or [{}])[-1]
+        smoke = health.get('smoke') or {}
+        pid = result.get('pid') or self.server_pid()
+        step.figures.update(action=plan.get('action'), pid=pid, depth=plan.get('speculative', {}).get('depth'),
+                            version=plan.get('version'), ready_s=health.get('elapsed'), health=health.get('status'),
+                            accept_length=smoke.get('accept_length'), accept_source=smoke.get('accept_length_source'),
+                            tokens=smoke.get('tokens'), heartbeats=len(run.heartbeats()))
+        step.figures['timeline'] = ['%s at %s s%s' % (p.get('phase'), p.get('elapsed'),
+                                                      (': ' + p['line'][:140]) if p.get('line') else '')
+                                    for p in health.get('phases') or []]
+        step.figures['heartbeat_lines'] = run.heartbeats()[:20]
+        step.figures['command'] = [' '.join(plan.get('command') or [])]
+        apps, gpus, raw = self.nvidia_smi()
+        step.figures['gpu_while_serving'] = apps or raw.splitlines()
+        (step.folder / 'nvidia-smi.txt').write_text('before:\n%s\nafter:\n%s' % ('\n'.join(apps_before), raw))
+        return run, plan, health, smoke, pid
+
+    def check_ready(self, step, run, health, smoke, floor=True):
+        step.check('playbook succeeded', run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+        step.check('health ready', health.get('status') == 'ready', health.get('msg') or health.get('health'))
+        phases = [p.get('phase') for p in health.get('phases') or []]
+        step.check('health timeline ends ready', phases[-1:] == ['ready'], ' -> '.join(map(str, phases)))
+        elapsed = health.get('elapsed') or 0
+        if elapsed > 65:  # the role's heartbeat interval is the module default, 60 s
+            step.check('heartbeats printed while waiting', run.heartbeats(), '%d heartbeats in %.0f s' % (
+                len(run.heartbeats()), elapsed))
+        if floor:
+            value = smoke.get('accept_length')
+            step.check('smoke accept length >= floor %.1f' % FLOOR, value is not None and value >= FLOOR, value)
+
+    def check_flags(self, step, pid, depth):
+        try:
+            argv = Path('/proc', str(pid), 'cmdline').read_bytes().decode().split('\0')
+        except (OSError, TypeError):
+            argv = []
+        pairs = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith('--')}
+        want = {'--speculative-num-draft-tokens': str(depth), '--speculative-num-steps': str(depth - 1),
+                '--speculative-eagle-topk': '1'}
+        got = {k: pairs.get(k) for k in want}
+        step.check('running server has the flags of depth %d' % depth, got == want, 'pid %s: %s' % (pid, got))
+
+    def step_deploy(self, step):
+        run, plan, health, smoke, pid = self.deploy(step, {'sglang_server_speculative_depth': 5},
+                                                    STEP_TIMEOUT['deploy'])
+        self.check_ready(step, run, health, smoke)
+        step.check('server started', plan.get('action') in ('start', 'restart'), plan.get('action'))
+        self.check_flags(step, pid, 5)
+        self.memo(pid_d5=pid, accept_d5=smoke.get('accept_length'))
+
+    def step_redeploy(self, step):
+        before = self.memo().get('pid_d5')
+        run, plan, health, smoke, pid = self.deploy(step, {'sglang_server_speculative_depth': 5},
+                                                    STEP_TIMEOUT['redeploy'])
+        self.check_ready(step, run, health, smoke)
+        step.check('plan says nothing to do', plan.get('action') == 'none', plan.get('action'))
+        process = [r for r in run.results('server_process') if r.get('pid') is not None]
+        step.check('server_process did not change anything', process and not any(r.get('changed') for r in process),
+                   [(r.get('changed'), r.get('pid')) for r in process])
+        step.check('same PID as the first deploy', pid is not None and pid == before, '%s -> %s' % (before, pid))
+
+    def step_depth3(self, step):
+        before = self.memo()
+        run, plan, health, smoke, pid = self.deploy(step, {'sglang_server_speculative_depth': 3},
+                                                    STEP_TIMEOUT['depth3'])
+        self.check_ready(step, run, health, smoke)
+        step.check('plan says restart', plan.get('action') == 'restart', plan.get('action'))
+        step.check('new PID', pid is not None and pid != before.get('pid_d5'), '%s -> %s' % (before.get('pid_d5'), pid))
+        self.check_flags(step, pid, 3)
+        d5, d3 = before.get('accept_d5'), smoke.get('accept_length')
+        step.check('accept length at depth 3 is at most 3', d3 is not None and d3 <= 3.0 + 1e-6, d3)
+        step.check('accept length at depth 5 was above 3 (changed with the depth)', d5 is not None and d5 > 3.0,
+                   'depth 5: %s, depth 3: %s' % (d5, d3))
+        self.memo(pid_d3=pid, accept_d3=d3)
+
+    def step_status(self, step):
+        run = self.playbook(step, REPO / 'playbooks' / 'status.yml', timeout=STEP_TIMEOUT['status'])
+        step.check('playbook succeeded', run.rc == 0, 'rc %s' % run.rc)
+        table = [r.get('msg') for r in run.results('debug') if r.get('msg')]
+        text = '\n'.join(map(str, table))
+        step.figures['table'] = table
+        step.check('table printed', 'localhost: running=' in text, text[:300])
+        step.check('table says running and healthy', 'running=True' in text and 'healthy=True' in text, text[:300])
+        step.check('table shows depth 3', 'depth=3' in text, text[:300])
+
+    def step_stop(self, step):
+        session = self.server_pid()
+        run = self.playbook(step, REPO / 'playbooks' / 'stop.yml', timeout=STEP_TIMEOUT['stop'])
+        # Checked at once: stop.yml must only return when nothing of the server is left.
+        left = self.server_processes(session)
+        apps, gpus, raw = self.nvidia_smi()
+        (step.folder / 'nvidia-smi.txt').write_text(raw)
+        step.check('playbook succeeded', run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+        stopped = [s for r in run.results('server_process') for s in r.get('stopped') or []]
+        step.figures['stopped'] = stopped
+        step.figures['server_session'] = session
+        step.check('no server process left', not left, left)
+        step.check('nvidia-smi lists no compute process', not apps, apps)
+        step.check('GPU memory back to idle (< 1024 MiB used)', gpus and all(used < 1024 for _, used, _ in gpus),
+                   gpus or raw[-300:])
+        step.check('pidfile removed', not self.pidfile.exists())
+
+    def step_random(self, step):
+        run, plan, health, smoke, pid = self.deploy(step, {
+            'sglang_server_speculative_draft_model_path': str(self.models / 'drafters' / RANDOM),
+            'sglang_server_speculative_depth': 5}, STEP_TIMEOUT['random'])
+        message = health.get('msg') or ''
+        step.figures['message'] = message
+        step.check('playbook failed the host', run.rc != 0, 'rc %s' % run.rc)
+        step.check('the server itself came up', health.get('status') == 'ready', health.get('status'))
+        step.check('message says the drafter is not accepted', NOT_ACCEPTED in message, message)
+        step.check('message printed in the playbook output', any(NOT_ACCEPTED in line for line in run.lines))
+        value = smoke.get('accept_length')
+        step.check('accept length about 1 (< %.1f)' % FLOOR, value is not None and value < FLOOR, value)
+
+    def step_other_naming(self, step):
+        source = self.models / 'drafters' / OTHER
+        drafter = self.models / 'drafters' / ('%s-renamed' % OTHER)
+        if drafter.exists():
+            shutil.rmtree(drafter)
+        shutil.copytree(source, drafter)
+        before = safetensors_names(drafter / 'model.safetensors')
+        run, plan, health, smoke, pid = self.deploy(step, {
+            'sglang_server_speculative_draft_model_path': str(drafter),
+            'sglang_server_speculative_depth': 5,
+            # 0.5.15 loads both spellings; ask for the layers.N one so the rewrite happens.
+            'drafter_layout': 'layers'}, STEP_TIMEOUT['other_naming'])
+        fixed = (run.results('drafter_checkpoint') or [{}])[-1]
+        after = safetensors_names(drafter / 'model.safetensors')
+        step.figures.update(layout_before=fixed.get('layout_before'), layout_after=fixed.get('layout_after'),
+                            renamed=fixed.get('renamed'))
+        step.check('drafter written with midlayer.* names', any(n.startswith('midlayer.') for n in before))
+        step.check('drafter_checkpoint renamed it first', fixed.get('changed') is True and (fixed.get('renamed') or 0) > 0,
+                   '%s -> %s, %s renamed' % (fixed.get('layout_before'), fixed.get('layout_after'), fixed.get('renamed')))
+        step.check('no midlayer.* name left', after and not any(n.startswith('midlayer.') for n in after),
+                   sorted(after)[:5])
+        self.check_ready(step, run, health, smoke)
+        self.check_flags(step, pid, 5)
+
+    def step_benchmark(self, step):
+        playbook = REPO / 'playbooks' / 'benchmark.yml'
+        if not playbook.exists():
+            step.notes.append('playbooks/benchmark.yml does not exist')
+            step.check('benchmark playbook present', False)
+            return
+        report_dir = self.work / 'benchmark'
+        if report_dir.exists():
+            shutil.rmtree(report_dir)
+        run = self.playbook(step, playbook, timeout=STEP_TIMEOUT['benchmark'])
+        self.keep_server_log(step)
+        step.check('playbook succeeded', run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+        host_dir = report_dir / 'localhost'
+        for name in ('report.md', 'results.json', 'chart.svg'):
+            if (host_dir / name).exists():
+                shutil.copyfile(host_dir / name, step.folder / name)
+        step.check('report.md written', (host_dir / 'report.md').exists())
+        if (host_dir / 'results.json').exists():
+            data = json.loads((host_dir / 'results.json').read_text())
+            candidates = data.get('candidates') or data.get('results') or []
+            names = [c.get('name') for c in candidates]
+            step.check('baseline, depth 3 and depth 5 measured', names == ['baseline', 'depth 3', 'depth 5'], names)
+            step.check('no candidate failed', candidates and all(c.get('error') is None for c in candidates),
+                       [(c.get('name'), c.get('error')) for c in candidates])
+            step.figures['throughput'] = [
+                '%s: %s' % (c.get('name'), ', '.join('c%s %s tok/s accept %s' % (
+                    r.get('concurrency'), round(r.get('output_throughput') or 0), r.get('accept_length'))
+                    for r in c.get('runs') or [])) for c in candidates]
+            step.figures['best'] = (data.get('best') or {}).get('name')
+
+    # ---------------------------------------------------------------- bundle
+    def cleanup(self):
+        """Stop the server if anything of it is left (recorded as a step)."""
+        if self.pidfile.exists() or self.server_processes(self.server_pid()):
+            self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 120)
+            self.run_step('stop')
+
+    def bundle(self, label):
+        self.out.mkdir(parents=True, exist_ok=True)
+        tar = self.out / 'h200-proof.tar.gz'
+        with tarfile.open(tar, 'w:gz') as archive:
+            archive.add(self.results, arcname='h200-proof')
+        shutil.copyfile(self.results / 'summary.md', self.out / 'summary.md')
+        data = self.summary()
+        counts = {k: sum(s['outcome'] == k for s in data['steps']) for k in ('PASS', 'FAIL', 'SKIP')}
+        print('phase %s done in %.0f s: %s; bundle %s (%d KiB), summary %s' % (
+            label, time.monotonic() - self.started, counts, tar, tar.stat().st_size // 1024, self.out / 'summary.md'))
+
+
+# -------------------------------------------------------------------- helpers
+def trim_file(path, head, tail):
+    lines = path.read_text(errors='replace').splitlines()
+    if len(lines) > head + tail:
+        lines = lines[:head] + ['... %d lines cut ...' % (len(lines) - head - tail)] + lines[-tail:]
+        path.write_text('\n'.join(lines) + '\n')
+
+
+def failure_messages(run):
+    return '; '.join('%s: %s' % (e['task'], str(e['result'].get('msg', ''))[:400])
+                     for e in run.events if e['outcome'] == 'failed')
+
+
+def safetensors_names(path):
+    try:
+        with path.open('rb') as handle:
+            size = struct.unpack('<Q', handle.read(8))[0]
+            return [n for n in json.loads(handle.read(size)) if n != '__metadata__']
+    except (OSError, ValueError, struct.error):
+        return []
+
+
+def render(data):
+    out = ['# H200 proof of llmops.serving: %s' % data.get('mode'), '']
+    for key, value in (data.get('versions') or {}).items():
+        out.append('- %s: %s' % (key, value))
+    out += ['', '| step | outcome | seconds | figures |', '| --- | --- | --- | --- |']
+    for s in data['steps']:
+        figures = ', '.join('%s %s' % (k, v) for k, v in s['figures'].items() if not isinstance(v, (list, dict)))
+        out.append('| %s | %s | %s | %s |' % (s['folder'], s['outcome'], s['seconds'], figures))
+    for s in data['steps']:
+        out += ['', '## %s: %s' % (s['folder'], s['outcome'])]
+        out += ['- [%s] %s%s' % ('x' if c['ok'] else ' ', c['check'], (': ' + c['detail']) if c['detail'] else '')
+                for c in s['checks']]
+        out += ['- note: %s' % n for n in s['notes']]
+        for key, value in s['figures'].items():
+            if isinstance(value, (list, dict)) and value:
+                out += ['', '%s:' % key, '```'] + (
+                    [str(v) for v in value] if isinstance(value, list) else [json.dumps(value, indent=1)]) + ['```']
+    return '\n'.join(out) + '\n'
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description='H200 proof of llmops.serving (tests/gpu/README.md)')
+    parser.add_argument('--simulate', action='store_true', help='SGLang simulator and nvidia-smi stand-in')
+    parser.add_argument('what', nargs='*', default=['all'],
+                        help='phases a, b, c, all (default) or step names: %s' % ', '.join(STEP_TIMEOUT))
+    args = parser.parse_args(argv)
+    steps, label = [], ' '.join(args.what)
+    for item in args.what:
+        if item == 'all':
+            steps += PHASES['a'] + PHASES['b'] + PHASES['c']
+        elif item in PHASES:
+            steps += PHASES[item]
+        elif item in STEP_TIMEOUT:
+            steps.append(item)
+        else:
+            parser.error('unknown phase or step %r' % item)
+    proof = Proof(args.simulate)
+
+    def terminate(signum, frame):
+        raise KeyboardInterrupt('signal %d' % signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    proof.prepare(fresh=args.what[0] in ('all', 'a'))
+    seen = set()
+    try:
+        for name in steps:
+            if name == 'models' and name in seen:
+                continue  # once per call (make_models.py skips models it wrote already)
+            seen.add(name)
+            proof.run_step(name)
+    except KeyboardInterrupt as exc:
+        print('interrupted (%s): stopping the server' % exc, flush=True)
+    finally:
+        proof.cleanup()
+        proof.bundle(label)
+    return 0 if all(s['outcome'] == 'PASS' for s in proof.summary()['steps']) else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -67,7 +67,7 @@ class ActionModule(ActionBase):
             return result
 
         host = task_vars.get('inventory_hostname', '?')
-        if self._task.delegate_to:
+        if self._task.delegate_to and self._task.delegate_to != host:
             host = '%s -> %s' % (host, self._task.delegate_to)
         timeout = args['timeout']
         start = time.monotonic()

@@ -319,6 +319,8 @@ class JournalFollower(object):
     State: the journal ``cursor`` of the last entry read and the unit's ``invocation``.
     """
 
+    settle = 1.0  # seconds journald may need to hand over a crashed unit's last lines
+
     def __init__(self, unit, state=None, run=None):
         self.unit = unit
         state = state or {}
@@ -711,26 +713,44 @@ class Waiter(object):
             if self.log is not None:
                 self.log.close()
 
+    def _last_words(self):
+        """After a crash: read what the log still delivers (a journal needs a moment)."""
+        settle = getattr(self.log, 'settle', 0.0)
+        quiet_since = deadline = time.monotonic()
+        deadline += settle
+        while True:
+            before = len(self.new_lines)
+            self._poll_log()
+            now = time.monotonic()
+            if len(self.new_lines) != before:
+                quiet_since = now
+            if now >= deadline or (self.new_lines and now - quiet_since >= 0.3):
+                return
+            time.sleep(0.05)
+
     def _loop(self, prober, end):
         while True:
             self._poll_log()
             self.exit = self.process.check()
             if self.exit is not None:
-                self._poll_log()  # the last words
+                self._last_words()
                 return STATUS_CRASHED
-            if self.fatal is not None and time.monotonic() - self._fatal_at >= FATAL_GRACE:
-                return STATUS_FATAL_LOG
-            for probe in prober.take():
-                self._handle_probe(probe)
-                if self.streak >= self.success_threshold:
-                    self._enter_phase(READY)
-                    return STATUS_READY
-            if self.stall_timeout and self.elapsed() - self.last_progress >= self.stall_timeout:
-                return STATUS_STALLED
+            if self.fatal is not None:
+                # keep reading the rest of the traceback (and maybe see the process exit)
+                if time.monotonic() - self._fatal_at >= FATAL_GRACE:
+                    return STATUS_FATAL_LOG
+            else:
+                for probe in prober.take():
+                    self._handle_probe(probe)
+                    if self.streak >= self.success_threshold:
+                        self._enter_phase(READY)
+                        return STATUS_READY
+                if self.stall_timeout and self.elapsed() - self.last_progress >= self.stall_timeout:
+                    return STATUS_STALLED
             now = time.monotonic()
-            if now >= end:
+            if now >= end and self.fatal is None:
                 return STATUS_TIMEOUT if self.elapsed() >= self.timeout else STATUS_WAITING
-            time.sleep(min(self.tick, max(0.0, end - now)))
+            time.sleep(self.tick if self.fatal is not None else min(self.tick, max(0.0, end - now)))
 
 
 # --------------------------------------------------------------------------------------

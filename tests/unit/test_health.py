@@ -528,3 +528,12 @@ def test_accept_length_message_points_at_the_drafter():
                                         {'speculative_algorithm': 'EAGLE3', 'speculative_depth': 5})
     assert text.startswith('the drafter is not being accepted: accept length 1.02 < floor 1.50 (EAGLE3, depth 5')
     assert 'wrong layer names or missing lm_head' in text and 'drafter_checkpoint' in text
+
+
+def test_waiter_does_not_end_a_slice_while_a_fatal_line_waits_for_its_traceback(server, tmp_path):
+    server.routes['/health'] = health_timeline((0, 200))  # a healthy answer must not hide the fatal line
+    log = tmp_path / 'server.log'
+    append(log, '[x] Scheduler hit an exception: Traceback (most recent call last):\n')
+    waiter = make_waiter(server, log=health.LogFollower(str(log)))
+    assert waiter.run(0.05) == health.STATUS_FATAL_LOG
+    assert waiter.elapsed() >= health.FATAL_GRACE

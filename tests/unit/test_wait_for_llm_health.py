@@ -119,7 +119,7 @@ def test_crash_message_names_the_exit_code_and_shows_the_fatal_lines(server, cap
         child.wait()
     assert result['status'] == 'crashed' and result['exit_code'] == 1
     first, fatal = result['msg'].split('\n')[0], result['msg'].split('fatal log lines:\n')[1]
-    assert first.startswith('the server crashed after 0 s in phase warmup: PID %d exited, exit code 1' % child.pid)
+    assert first.startswith('the server crashed after 0 s in phase load_weights: PID %d exited, exit code 1' % child.pid)
     assert 'torch.OutOfMemoryError: CUDA out of memory' in fatal
 
 

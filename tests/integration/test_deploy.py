@@ -141,8 +141,9 @@ def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
     before = server_pids(fleet)
     result = run_playbook('playbooks/deploy.yml', check=True, diff=True, expect_rc=0,
                           extra_vars=deploy_vars(sglang_server_speculative_depth=5))
-    assert '--speculative-num-draft-tokens 5' in result.stdout
-    assert '+exec ' in result.stdout and '+ExecStart=' in result.stdout
+    lines = result.stdout.splitlines()
+    assert any(line.startswith('+exec ') and line.endswith('--speculative-num-draft-tokens 5') for line in lines)
+    assert any(line.startswith('+ExecStart=') and '"--speculative-num-draft-tokens" "5"' in line for line in lines)
     assert server_pids(fleet) == before
     assert '--speculative-num-draft-tokens 16' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-main.sh').stdout
 

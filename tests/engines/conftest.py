@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_server import ENGINE_PYTHON, ENGINE_VENV, HERE, TIMINGS, VllmServer
+from engine_server import ENGINE_PYTHON, ENGINE_VENV, HERE, SUMMARY, VllmServer
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +34,7 @@ def engine_models(engine_python: Path, tmp_path_factory: pytest.TempPathFactory)
     start = time.monotonic()
     subprocess.run([str(engine_python), str(HERE / "make_models.py"), str(out), "--shape", "cpu"],
                    check=True, capture_output=True, timeout=300)
-    TIMINGS["make_models.py"] = f"{time.monotonic() - start:.1f} s"
+    SUMMARY["make_models.py"] = f"{time.monotonic() - start:.1f} s"
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["target"]["dir"] = out / manifest["target"]["path"]
     for drafter in manifest["drafters"].values():
@@ -91,7 +91,7 @@ def no_lm_head_server(request: pytest.FixtureRequest, start_server) -> VllmServe
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if TIMINGS:
-        terminalreporter.write_sep("-", "vLLM CPU engine timings")
-        for name, text in TIMINGS.items():
+    if SUMMARY:
+        terminalreporter.write_sep("-", "vLLM CPU engine: timings and acceptance")
+        for name, text in SUMMARY.items():
             terminalreporter.write_line(f"{name}: {text}")

@@ -31,8 +31,8 @@ NUM_SPECULATIVE_TOKENS = 3
 START_DEADLINE_S = 300.0
 STOP_GRACE_S = 20.0
 
-# Seconds to ready (or to exit) per server, printed at the end of the session.
-TIMINGS: dict[str, str] = {}
+# Seconds to ready (or to exit) per server and acceptance figures, printed at the end of the session.
+SUMMARY: dict[str, str] = {}
 
 
 def free_port() -> int:
@@ -85,7 +85,7 @@ class VllmServer:
             try:
                 if requests.get(self.url + "/health", timeout=2).status_code == 200:
                     self.ready_s = time.monotonic() - self.started
-                    TIMINGS[self.name] = f"ready after {self.ready_s:.1f} s"
+                    SUMMARY[self.name] = f"ready after {self.ready_s:.1f} s"
                     return self
             except requests.ConnectionError:
                 pass
@@ -98,7 +98,7 @@ class VllmServer:
             rc = self.proc.wait(timeout=deadline_s)
         except subprocess.TimeoutExpired:
             return None
-        TIMINGS[self.name] = f"exited {rc} after {time.monotonic() - self.started:.1f} s"
+        SUMMARY[self.name] = f"exited {rc} after {time.monotonic() - self.started:.1f} s"
         return rc
 
     def stop(self) -> None:

@@ -12,12 +12,20 @@ Layout written under OUT (and described in OUT/manifest.json)::
     target/                   LlamaForCausalLM + tokenizer (save_pretrained)
     drafters/<variant>/       config.json + model.safetensors, one EAGLE-3 drafter each
 
-How agreement is built: the target's final norm weight is zero, so every target logit is
-exactly 0 and greedy decoding always picks token 0 (argmax takes the first of equal
-values). The `good` drafter has a normal final norm but an all-zero `lm_head`, so its
-logits are 0 as well and it always proposes token 0: every draft is accepted. Its
-`lm_head` matters: a loader that drops it and falls back to the target's (random)
-`lm_head` proposes other tokens. The `random` drafter has random weights everywhere.
+How agreement is built (every draft of `good` is accepted, and only if a loader really
+loads its `fc`, MLP and `lm_head`):
+
+- target: its final norm weight is zero, so every target logit is exactly 0 and greedy
+  decoding always picks token 0 (argmax takes the first of equal values). Its token
+  embeddings carry a constant 1.0 in dimension CARRIER, so every hidden state the
+  drafter receives has it.
+- `good` drafter: `fc` copies that carrier (x 8) into its residual; the MLP has
+  `gate_proj == up_proj`, so `silu(z) * z >= 0`, and `down_proj` sums that into
+  dimension SIGNAL only, which then outweighs the carrier; `lm_head` row 0 reads SIGNAL
+  and row 1 reads CARRIER. With its weights loaded it always proposes token 0; a loader
+  that leaves the MLP unloaded (zeros) proposes token 1, and one that falls back to the
+  target's random `lm_head` proposes other tokens: acceptance about 1 in both cases.
+- `random` drafter: random weights everywhere.
 
 Shapes: `cpu` is small enough for vLLM's CPU build (head size 32 is the smallest its
 CPU attention accepts); `h200` is the shape of the recorded SGLang run on an H200
@@ -44,6 +52,7 @@ DRAFT_VOCAB = VOCAB // 2
 SPECIALS = ["<s>", "</s>"]
 SEED = 1234
 EAGLE3_ARCH = "LlamaForCausalLMEagle3"
+CARRIER, SIGNAL = 0, 1  # hidden dimensions used by the `good` construction (module docstring)
 
 # name -> (weights, naming style, prefix, architecture, drop lm_head)
 VARIANTS = {
@@ -123,6 +132,7 @@ def write_target(out: Path, shape: dict, tok: dict) -> None:
     model = LlamaForCausalLM(config)
     with torch.no_grad():
         model.model.norm.weight.zero_()
+        model.model.embed_tokens.weight[:, CARRIER] = 1.0
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
 
 
@@ -160,7 +170,17 @@ def drafter_tensors(kind: str, shape: dict, seed: int) -> dict:
         "t2d": torch.arange(VOCAB) < DRAFT_VOCAB,
     }
     if kind == "good":
-        tensors["lm_head.weight"] = torch.zeros(DRAFT_VOCAB, h, dtype=torch.bfloat16)
+        tensors["fc.weight"][CARRIER, CARRIER] = 8.0
+        gate = tensors["layers.0.mlp.gate_proj.weight"]
+        gate[:, CARRIER] = 1.0
+        tensors["layers.0.mlp.up_proj.weight"] = gate.clone()
+        down = torch.zeros(h, inter, dtype=torch.bfloat16)
+        down[SIGNAL, :] = 1.0 / inter
+        tensors["layers.0.mlp.down_proj.weight"] = down
+        lm_head = torch.zeros(DRAFT_VOCAB, h, dtype=torch.bfloat16)
+        lm_head[0, SIGNAL] = 1.0
+        lm_head[1, CARRIER] = 1.0
+        tensors["lm_head.weight"] = lm_head
     return tensors
 
 
@@ -231,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     write_target(out / "target", shape, tok)
     manifest = {
         "shape": args.shape,
-        "target": {"path": "target", "greedy_token_id": 0, **tok, **shape},
+        "target": {"path": "target", "greedy_token_id": 0, "carrier_dim": CARRIER, **tok, **shape},
         "drafters": {v: {"path": f"drafters/{v}", **write_drafter(out / "drafters" / v, v, shape, tok)} for v in VARIANTS},
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

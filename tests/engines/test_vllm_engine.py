@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from engine_server import NUM_SPECULATIVE_TOKENS, VllmServer
+from engine_server import NUM_SPECULATIVE_TOKENS, SUMMARY, VllmServer
 
 pytestmark = pytest.mark.engine
 
@@ -44,7 +44,11 @@ def acceptance_length(server: VllmServer) -> tuple[float, dict[str, float]]:
     drafts = delta["vllm:spec_decode_num_drafts_total"]
     assert drafts > 0, f"no speculative drafts counted: {delta}"
     assert delta["vllm:spec_decode_num_draft_tokens_total"] == drafts * NUM_SPECULATIVE_TOKENS
-    return 1.0 + delta["vllm:spec_decode_num_accepted_tokens_total"] / drafts, delta
+    length = 1.0 + delta["vllm:spec_decode_num_accepted_tokens_total"] / drafts
+    SUMMARY[f"{server.name} acceptance"] = (
+        f"{length:.2f} ({delta['vllm:spec_decode_num_accepted_tokens_total']:.0f} of "
+        f"{delta['vllm:spec_decode_num_draft_tokens_total']:.0f} draft tokens in {drafts:.0f} drafts)")
+    return length, delta
 
 
 def assert_same_greedy_output(server: VllmServer, plain_server: VllmServer) -> None:

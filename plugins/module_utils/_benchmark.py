@@ -3,10 +3,11 @@
 """Load generation and statistics for LLM inference servers (no Ansible imports).
 
 A benchmark sends a fixed number of streamed requests at a fixed concurrency
-(closed loop: one worker thread per concurrent request, each with its own
-``requests.Session``), timestamps every server-sent event, and turns the per-request
-records into the figures ``sglang.bench_serving`` prints: throughput, TTFT, ITL, TPOT,
-end-to-end latency and the speculative acceptance length.
+(closed loop: one worker thread per concurrent request, each with its own keep-alive
+connection: a ``requests.Session``, or ``http.client`` where ``requests`` is not
+installed), timestamps every server-sent event, and turns the per-request records into
+the figures ``sglang.bench_serving`` prints: throughput, TTFT, ITL, TPOT, end-to-end
+latency and the speculative acceptance length.
 
 Two APIs are understood:
 
@@ -21,15 +22,20 @@ Two APIs are understood:
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import math
 import random
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 try:
     import requests
+    from urllib3.exceptions import HTTPError as _Urllib3Error
 except ImportError:  # pragma: no cover - depends on the host
     requests = None
 
@@ -232,17 +238,9 @@ def iter_lines(read1, size=READ_CHUNK):
             break
         lines = (pending + data).split(b'\n')
         pending = lines.pop()
-        for line in lines:
-            yield line
+        yield from lines
     if pending:
         yield pending
-
-
-def _read1(raw):
-    """``read1`` of a urllib3 response: its own (urllib3 >= 2.3, decodes content), else the
-    ``http.client`` response underneath (older urllib3; requests ask for identity encoding)."""
-    read1 = getattr(raw, 'read1', None)
-    return read1 if read1 is not None else raw._fp.read1  # pylint: disable=protected-access
 
 
 def consume_stream(lines, record, clock=time.perf_counter):
@@ -267,32 +265,138 @@ def consume_stream(lines, record, clock=time.perf_counter):
 
 # ---------------------------------------------------------------- HTTP
 
-class Client:
-    """HTTP access to one server: one ``requests.Session`` per thread."""
+class _RequestsTransport:
+    """``requests``: a ``Session`` (keep-alive pool) per worker thread."""
 
-    def __init__(self, url, api_key=None, timeout=600.0):
-        if requests is None:
-            raise BenchmarkError('the Python library "requests" is needed')
-        self.url = url.rstrip('/')
-        self.timeout = timeout
-        self.headers = {'Content-Type': 'application/json', 'Accept-Encoding': 'identity'}
-        if api_key:
-            self.headers['Authorization'] = 'Bearer %s' % api_key
+    def __init__(self, url, headers, timeout):
+        self.url, self.headers, self.timeout = url, headers, timeout
+        self.name = 'requests %s' % requests.__version__
+        # Reading the raw stream raises urllib3's own errors, not requests' wrappers.
+        self.errors = (requests.RequestException, _Urllib3Error, OSError, http.client.HTTPException)
         self._local = threading.local()
 
-    @property
-    def session(self):
+    def _session(self):
         session = getattr(self._local, 'session', None)
         if session is None:
             session = self._local.session = requests.Session()
             session.headers.update(self.headers)
         return session
 
-    def get(self, path, timeout=30):
-        return self.session.get(self.url + path, timeout=timeout)
+    def request(self, method, path, body=None, timeout=30):
+        resp = self._session().request(method, self.url + path, json=body, timeout=timeout)
+        return resp.status_code, resp.content
 
-    def post(self, path, body=None, timeout=30):
-        return self.session.post(self.url + path, json=body, timeout=timeout)
+    @contextlib.contextmanager
+    def stream(self, path, body):
+        """Yields ``(status, read1, read)`` of a streamed POST."""
+        with self._session().post(self.url + path, data=json.dumps(body), stream=True,
+                                  timeout=(10, self.timeout)) as resp:
+            raw = resp.raw
+            # urllib3 >= 2.3 has read1 (and decodes content); older ones wrap an http.client
+            # response that has it (content is not encoded: we ask for identity).
+            read1 = getattr(raw, 'read1', None) or raw._fp.read1  # pylint: disable=protected-access
+            yield resp.status_code, read1, lambda: resp.content
+
+
+class _StdlibTransport:
+    """``http.client`` (Python standard library): a keep-alive connection per worker thread."""
+
+    name = 'http.client (Python %d.%d)' % sys.version_info[:2]
+    errors = (OSError, http.client.HTTPException)
+
+    def __init__(self, url, headers, timeout):
+        parts = urlsplit(url)
+        if parts.scheme not in ('http', 'https') or not parts.hostname:
+            raise BenchmarkError('cannot use URL %s: expected http(s)://host[:port]' % url)
+        self._factory = http.client.HTTPSConnection if parts.scheme == 'https' else http.client.HTTPConnection
+        self._address = (parts.hostname, parts.port)
+        self._prefix = parts.path.rstrip('/')
+        self.headers, self.timeout = headers, timeout
+        self._local = threading.local()
+
+    def _connection(self, timeout):
+        conn = getattr(self._local, 'conn', None)
+        if conn is None:
+            conn = self._local.conn = self._factory(self._address[0], self._address[1], timeout=timeout)
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn
+
+    def _drop(self):
+        conn = getattr(self._local, 'conn', None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _response(self, method, path, body, timeout):
+        data = json.dumps(body).encode() if body is not None else None
+        try:
+            conn = self._connection(timeout)
+            conn.request(method, self._prefix + path, body=data, headers=self.headers)
+            return conn.getresponse()
+        except self.errors:
+            self._drop()
+            raise
+
+    def request(self, method, path, body=None, timeout=30):
+        resp = self._response(method, path, body, timeout)
+        try:
+            data = resp.read()
+        except self.errors:
+            self._drop()
+            raise
+        if resp.will_close:
+            self._drop()
+        return resp.status, data
+
+    @contextlib.contextmanager
+    def stream(self, path, body):
+        resp = self._response('POST', path, body, self.timeout)
+        try:
+            yield resp.status, resp.read1, resp.read
+            resp.read()  # the rest (after [DONE]), so that the connection can be reused
+        except BaseException:
+            self._drop()
+            raise
+        if resp.will_close:
+            self._drop()
+
+
+HTTP_LIBRARIES = ('auto', 'requests', 'http.client')
+
+
+class Client:
+    """HTTP access to one server, with a connection per worker thread.
+
+    ``http_library``: ``requests`` (a ``Session`` per thread), ``http.client`` (the
+    standard library, for hosts without ``requests``) or ``auto`` (``requests`` when it
+    is installed).
+    """
+
+    def __init__(self, url, api_key=None, timeout=600.0, http_library='auto'):
+        self.url = url.rstrip('/')
+        headers = {'Content-Type': 'application/json', 'Accept-Encoding': 'identity'}
+        if api_key:
+            headers['Authorization'] = 'Bearer %s' % api_key
+        if http_library == 'auto':
+            http_library = 'requests' if requests is not None else 'http.client'
+        if http_library == 'requests':
+            if requests is None:
+                raise BenchmarkError('the Python library "requests" is not installed; use http_library "http.client" '
+                                     'or "auto"')
+            self.transport = _RequestsTransport(self.url, headers, timeout)
+        else:
+            self.transport = _StdlibTransport(self.url, headers, timeout)
+        self.http_library = self.transport.name
+
+    def _json(self, path):
+        """Body of ``GET path`` as JSON, or None when the endpoint is absent or unreachable."""
+        try:
+            status, data = self.transport.request('GET', path)
+            return json.loads(data) if status == 200 else None
+        except self.transport.errors + (ValueError,):
+            return None
 
     def stream(self, path, body):
         """One streamed request; never raises: failures are kept in ``record.error``."""
@@ -300,64 +404,51 @@ class Client:
         clock = time.perf_counter
         record = RequestRecord(api, clock())
         try:
-            with self.session.post(self.url + path, data=json.dumps(body), stream=True,
-                                   timeout=(10, self.timeout)) as resp:
-                if resp.status_code != 200:
-                    record.error = 'HTTP %d: %s' % (resp.status_code, resp.text[:300].strip())
-                    record.finish(clock())
+            with self.transport.stream(path, body) as (status, read1, read):
+                if status != 200:
+                    record.error = 'HTTP %d: %s' % (status, read()[:300].decode('utf-8', 'replace').strip())
+                else:
+                    consume_stream(iter_lines(read1), record, clock)
                     return record
-                consume_stream(iter_lines(_read1(resp.raw)), record, clock)
-        except requests.RequestException as exc:
+        except self.transport.errors as exc:
             record.error = '%s: %s' % (type(exc).__name__, exc)
-            record.finish(clock())
         except ValueError as exc:
             record.error = 'malformed event in stream: %s' % exc
-            record.finish(clock())
+        record.finish(clock())
         return record
 
     # Server introspection: best effort, None when the endpoint is absent.
     def server_info(self):
         for path in ('/get_server_info', '/server_info'):
-            try:
-                resp = self.get(path)
-            except requests.RequestException:
-                return None
-            if resp.status_code == 200:
-                try:
-                    return resp.json()
-                except ValueError:
-                    return None
+            info = self._json(path)
+            if info is not None:
+                return info
         return None
 
     def metrics(self):
         try:
-            resp = self.get('/metrics')
-        except requests.RequestException:
+            status, data = self.transport.request('GET', '/metrics')
+        except self.transport.errors:
             return None
-        return parse_prometheus(resp.text) if resp.status_code == 200 else None
+        return parse_prometheus(data.decode('utf-8', 'replace')) if status == 200 else None
 
     def first_model(self):
-        try:
-            resp = self.get('/v1/models')
-            data = resp.json().get('data') or []
-        except (requests.RequestException, ValueError, AttributeError):
-            return None
-        return data[0].get('id') if data else None
+        data = (self._json('/v1/models') or {}).get('data') or [{}]
+        return data[0].get('id') if isinstance(data[0], dict) else None
 
     def flush_cache(self, deadline_s=30.0):
         """POST /flush_cache; SGLang refuses while requests run, so retry until the deadline."""
         deadline = time.monotonic() + deadline_s
-        last = None
         while True:
             try:
-                resp = self.post('/flush_cache')
-                if resp.status_code == 200:
+                status, data = self.transport.request('POST', '/flush_cache')
+                if status == 200:
                     return True
-                last = 'HTTP %d: %s' % (resp.status_code, resp.text[:200].strip())
-                if resp.status_code == 404:
+                last = 'HTTP %d: %s' % (status, data[:200].decode('utf-8', 'replace').strip())
+                if status == 404:
                     raise BenchmarkError('%s/flush_cache does not exist (not an SGLang server?); '
                                          'set flush_cache to false' % self.url)
-            except requests.RequestException as exc:
+            except self.transport.errors as exc:
                 last = str(exc)
             if time.monotonic() >= deadline:
                 raise BenchmarkError('%s/flush_cache failed for %.0f s: %s' % (self.url, deadline_s, last))

@@ -28,7 +28,7 @@ description:
 author:
   - llmops.serving contributors (@llmops)
 requirements:
-  - requests (Python library) on the host that runs the module
+  - Python standard library only; the C(requests) library is used when installed (see O(http_library)).
 attributes:
   check_mode:
     support: none
@@ -108,6 +108,15 @@ options:
   api_key:
     description: The server's C(--api-key), sent as an C(Authorization) bearer token.
     type: str
+  http_library:
+    description:
+      - V(requests) sends the load with the C(requests) library (a session per concurrent request).
+      - V(http.client) uses the Python standard library, for hosts without C(requests); it is as fast
+        (see C(tests/perf/benchmark_client_throughput.py)).
+      - V(auto) picks V(requests) when it is installed, else V(http.client).
+    type: str
+    choices: [auto, requests, http.client]
+    default: auto
   max_failed_ratio:
     description:
       - The task fails when more than this fraction of the requests of any run failed.
@@ -262,7 +271,7 @@ model:
   type: str
   sample: /models/llama
 http_library:
-  description: HTTP library and version that sent the load.
+  description: HTTP library (and version) that sent the load.
   returned: success
   type: str
   sample: requests 2.32.3
@@ -304,16 +313,16 @@ def main():
             temperature=dict(type='float', default=0.0),
             timeout=dict(type='float', default=600.0),
             api_key=dict(type='str', no_log=True),
+            http_library=dict(type='str', choices=list(_benchmark.HTTP_LIBRARIES), default='auto'),
             max_failed_ratio=dict(type='float', default=0.0),
         ),
         supports_check_mode=False,
     )
     params = module.params
-    if _benchmark.requests is None:
+    if params['http_library'] == 'requests' and _benchmark.requests is None:
         module.fail_json(msg=missing_required_lib(
-            'requests', reason='to send benchmark load',
-            url='https://pypi.org/project/requests/')
-            + ' Or run the task where it is installed (delegate_to: localhost).')
+            'requests', reason='for http_library=requests', url='https://pypi.org/project/requests/')
+            + ' Or set http_library to auto or http.client (the standard library).')
     for key in ('num_prompts', 'input_len', 'output_len'):
         if params[key] < 1:
             module.fail_json(msg='%s must be at least 1, got %d' % (key, params[key]))
@@ -329,7 +338,8 @@ def main():
         else:
             prompts = _benchmark.synthetic_prompts(params['num_prompts'], params['input_len'],
                                                    params['output_len'], params['seed'])
-        client = _benchmark.Client(params['url'], api_key=params['api_key'], timeout=params['timeout'])
+        client = _benchmark.Client(params['url'], api_key=params['api_key'], timeout=params['timeout'],
+                                   http_library=params['http_library'])
         result = _benchmark.benchmark(
             client, params['api'], prompts, params['concurrency'], model=params['model'],
             warmup_requests=params['warmup_requests'], flush_cache=params['flush_cache'],
@@ -342,7 +352,7 @@ def main():
         runs=result['runs'],
         server=_server_args(result['server_info']),
         model=result['model'],
-        http_library='requests %s' % _benchmark.requests.__version__,
+        http_library=client.http_library,
     )
     for run in result['runs']:
         if run['client_cpu_utilisation'] is not None and run['client_cpu_utilisation'] > 0.9:

@@ -9,7 +9,7 @@ streamed output tokens per second and the client's CPU time per 1,000 tokens.
 
     .venv/bin/python tests/perf/benchmark_client_throughput.py [--tokens-per-chunk 1]
         [--api completions|generate] [--concurrency 8] [--num-prompts 64]
-        [--output-len 1024] [--min-tokens-per-s 20000]
+        [--output-len 1024] [--http-library requests|http.client] [--min-tokens-per-s 20000]
 
 Exits 1 when the single-core figure (tokens per client CPU second) is below
 ``--min-tokens-per-s``.
@@ -101,6 +101,7 @@ def main(argv=None):
     parser.add_argument('--num-prompts', type=int, default=64)
     parser.add_argument('--output-len', type=int, default=1024)
     parser.add_argument('--tokens-per-chunk', type=int, default=1)
+    parser.add_argument('--http-library', choices=('requests', 'http.client'), default='requests')
     parser.add_argument('--min-tokens-per-s', type=float, default=20000.0)
     args = parser.parse_args(argv)
 
@@ -113,7 +114,7 @@ def main(argv=None):
         port = queue.get(timeout=30)
         os.sched_setaffinity(0, {client_cpu})
         bench = _load_benchmark()
-        client = bench.Client('http://127.0.0.1:%d' % port)
+        client = bench.Client('http://127.0.0.1:%d' % port, http_library=args.http_library)
         prompts = bench.synthetic_prompts(args.num_prompts, 8, args.output_len, seed=0)
         result = bench.benchmark(client, args.api, prompts, [args.concurrency], model='m', warmup_requests=1)
         run = result['runs'][0]
@@ -122,8 +123,8 @@ def main(argv=None):
         server.join(5)
     expected = args.num_prompts * args.output_len
     per_cpu_second = run['output_tokens'] / run['client_cpu_s']
-    print('api=%s concurrency=%d prompts=%d output_len=%d tokens_per_chunk=%d'
-          % (args.api, args.concurrency, args.num_prompts, args.output_len, args.tokens_per_chunk))
+    print('%s, api=%s concurrency=%d prompts=%d output_len=%d tokens_per_chunk=%d'
+          % (client.http_library, args.api, args.concurrency, args.num_prompts, args.output_len, args.tokens_per_chunk))
     print('completed %d/%d, output tokens %d (expected %d), tokens per chunk %.2f'
           % (run['completed'], run['num_prompts'], run['output_tokens'], expected, run['tokens_per_chunk']))
     print('wall: %.3f s, %.0f output tokens/s' % (run['duration_s'], run['output_throughput']))

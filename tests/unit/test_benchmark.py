@@ -310,7 +310,7 @@ class FakeServer:
 
         self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self.url = 'http://127.0.0.1:%d' % self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True)
 
     def __enter__(self):
         self.thread.start()
@@ -321,14 +321,15 @@ class FakeServer:
         self.httpd.server_close()
 
 
+@pytest.mark.parametrize('library', ['requests', 'http.client'])
 @pytest.mark.parametrize('api, accept, source', [
     ('generate', 3.0, 'per_request'),
     ('generate', None, 'server_info'),
     ('completions', None, 'server_info'),
 ])
-def test_benchmark_end_to_end(api, accept, source):
+def test_benchmark_end_to_end(api, accept, source, library):
     with FakeServer(tokens_per_chunk=3, accept=accept) as server:
-        client = bm.Client(server.url, api_key='s3cret')
+        client = bm.Client(server.url, api_key='s3cret', http_library=library)
         prompts = bm.synthetic_prompts(6, 4, 12, seed=0)
         result = bm.benchmark(client, api, prompts, [1, 3], warmup_requests=2, flush_cache=True)
     runs = result['runs']
@@ -349,10 +350,12 @@ def test_benchmark_end_to_end(api, accept, source):
     assert sum(1 for r in server.requests if r[1] in ('/generate', '/v1/completions')) == 14
 
 
-def test_failed_requests_are_counted_with_their_error():
+@pytest.mark.parametrize('library', ['requests', 'http.client'])
+def test_failed_requests_are_counted_with_their_error(library):
     with FakeServer(fail_every=3, metrics=False) as server:
         prompts = bm.synthetic_prompts(6, 4, 4, seed=0)
-        result = bm.benchmark(bm.Client(server.url), 'completions', prompts, [2], model='m', warmup_requests=0)
+        result = bm.benchmark(bm.Client(server.url, http_library=library), 'completions', prompts, [2], model='m',
+                              warmup_requests=0)
     run = result['runs'][0]
     assert (run['completed'], run['failed']) == (4, 2)
     assert run['errors'] == ['HTTP 500: {"error": "overloaded"}']
@@ -365,16 +368,26 @@ def test_flush_cache_missing_endpoint_is_a_clear_error():
             bm.Client(server.url).flush_cache(deadline_s=1)
 
 
-def test_unreachable_server_fails_every_warmup():
-    client = bm.Client('http://127.0.0.1:9', timeout=2)
-    with pytest.raises(bm.BenchmarkError, match='every warm-up request to http://127.0.0.1:9 failed: ConnectionError'):
+@pytest.mark.parametrize('library, error', [('requests', 'ConnectionError'), ('http.client', 'ConnectionRefusedError')])
+def test_unreachable_server_fails_every_warmup(library, error):
+    client = bm.Client('http://127.0.0.1:9', timeout=2, http_library=library)
+    with pytest.raises(bm.BenchmarkError, match='every warm-up request to http://127.0.0.1:9 failed: ' + error):
         bm.benchmark(client, 'generate', bm.synthetic_prompts(1, 1, 1, 0), [1])
 
 
-def test_events_count_when_they_arrive_on_a_connection_closed_body():
+def test_auto_falls_back_to_the_standard_library(monkeypatch):
+    assert bm.Client('http://h:1').http_library.startswith('requests ')
+    monkeypatch.setattr(bm, 'requests', None)
+    assert bm.Client('http://h:1').http_library.startswith('http.client')
+    with pytest.raises(bm.BenchmarkError, match='"requests" is not installed'):
+        bm.Client('http://h:1', http_library='requests')
+
+
+@pytest.mark.parametrize('library', ['requests', 'http.client'])
+def test_events_count_when_they_arrive_on_a_connection_closed_body(library):
     # Like the simulator (HTTP/1.0 style, no chunking): a reader that waited for a full
     # buffer would see the first token only at the end.
     with FakeServer(tokens_per_chunk=1, pause=0.3) as server:
-        record = bm.Client(server.url).stream('/generate', bm.request_body('generate', 'x', 4))
+        record = bm.Client(server.url, http_library=library).stream('/generate', bm.request_body('generate', 'x', 4))
     assert record.ok and record.output_tokens == 4
     assert record.ttft < 0.2 <= 0.3 <= record.e2e

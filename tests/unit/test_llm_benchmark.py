@@ -69,9 +69,18 @@ def test_bad_arguments_fail_with_a_clear_message(capsys, args, msg):
 
 def test_missing_requests_names_the_library_and_the_way_out(capsys, monkeypatch):
     monkeypatch.setattr(bm, 'requests', None)
-    code, result = run_module(capsys, {'url': 'http://127.0.0.1:30000'})
+    code, result = run_module(capsys, {'url': 'http://127.0.0.1:30000', 'http_library': 'requests'})
     assert code == 1
-    assert 'requests' in result['msg'] and 'delegate_to: localhost' in result['msg']
+    assert 'requests' in result['msg'] and 'set http_library to auto or http.client' in result['msg']
+
+
+def test_runs_with_the_standard_library_when_requests_is_missing(capsys, monkeypatch):
+    monkeypatch.setattr(bm, 'requests', None)
+    with FakeServer(tokens_per_chunk=2) as server:
+        code, result = run_module(capsys, {'url': server.url, 'model': 'm', 'num_prompts': 3, 'concurrency': [3],
+                                           'output_len': 4, 'warmup_requests': 0})
+    assert code == 0 and result['runs'][0]['output_tokens'] == 12
+    assert result['http_library'].startswith('http.client')
 
 
 def test_busy_client_warns(capsys, monkeypatch):

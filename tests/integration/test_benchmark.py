@@ -1,0 +1,158 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/benchmark.yml on the local inventory (this machine, SGLang simulator, simulated GPUs).
+
+The simulator's timing model (tests/sim/README.md) makes depth 10 the fastest at 8
+concurrent requests with a drafter of quality 0.95 (+20 % over depth 5, +23 % over 16).
+One sweep (baseline, 16, 10, 5; apply_best) must find it, write a report that agrees with
+results.json, show its progress in task names, and leave the server running depth 10.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import urllib.request
+import xml.etree.ElementTree as ET
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SIM = os.path.join(ROOT, 'tests', 'sim')
+LOCAL = os.path.join(ROOT, 'inventories', 'local')
+SVG = '{http://www.w3.org/2000/svg}'
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def sweep_vars(base, port):
+    return {
+        'llmops_local_dir': str(base),
+        'llmops_simulator_checkpoints': str(base / 'checkpoints'),
+        'sglang_server_name': 'bench',
+        'sglang_server_port': port,
+        'sglang_server_env': {'PYTHONPATH': SIM, 'NVSIM_STATE_DIR': str(base / 'nvsim'), 'SGLANG_SIM_SPEED': '0.5',
+                              'SGLANG_SIM_PHASES': 'imports=0.2,load=0.2,graphs=0.2,warmup=0.2'},
+        'spec_sweep_depths': [16, 10, 5],
+        'spec_sweep_concurrency': [8],
+        'spec_sweep_num_prompts': 24,
+        'spec_sweep_input_len': 32,
+        'spec_sweep_output_len': 128,
+        'spec_sweep_warmup_requests': 2,
+        'spec_sweep_rounds': 3,  # best of 3: the machine is shared
+        'spec_sweep_report_dir': str(base / 'report'),
+        'spec_sweep_apply_best': True,
+    }
+
+
+def test_sweep_on_the_simulator(run_playbook, tmp_path):
+    """One sweep (about 4 minutes), checked from every side; the server is stopped at the end."""
+    # A drafter of quality 0.95 (the simulator's documented case); the test-bed step of the
+    # playbook sees that it exists and does not write its perfect one.
+    subprocess.run([sys.executable, os.path.join(SIM, 'make_tiny_checkpoint.py'), str(tmp_path / 'checkpoints'),
+                    '--quality', '0.95'], check=True, capture_output=True)
+    extra = sweep_vars(tmp_path, free_port())
+    try:
+        result = run_playbook('playbooks/benchmark.yml', inventory=LOCAL, extra_vars=extra)
+        sweep = {'result': result, 'dir': tmp_path / 'report' / 'localhost', 'port': extra['sglang_server_port']}
+        check_sweep_succeeds_and_shows_its_progress(sweep)
+        check_sweep_finds_the_middle_depth(sweep)
+        check_report_agrees_with_results_json(sweep)
+        check_chart_renders_one_line_per_concurrency(sweep)
+        check_best_depth_is_left_running(sweep)
+    finally:
+        run_playbook('playbooks/stop.yml', inventory=LOCAL, extra_vars=extra, expect_rc=0)
+    assert not any('--port %d' % extra['sglang_server_port'] in line for line in
+                   subprocess.run(['ps', '-eo', 'args'], capture_output=True, text=True, check=True).stdout.splitlines())
+
+
+def check_sweep_succeeds_and_shows_its_progress(sweep):
+    result = sweep['result']
+    assert result.rc == 0, result.stdout[-6000:]
+    results = json.loads((sweep['dir'] / 'results.json').read_text())
+    assert {c['name']: c['error'] for c in results['candidates'] if c['error']} == {}
+    assert result.recap['localhost']['failed'] == 0
+    assert result.recap['localhost']['rescued'] == 0, result.stdout[-6000:]
+    for candidate in ('baseline', 'depth 16', 'depth 10', 'depth 5'):
+        for task in ('Plan the server for %s', 'Start the server and wait until it serves, for %s',
+                     'Benchmark candidate %s at concurrency 8'):
+            assert 'TASK [llmops.serving.spec_sweep : %s]' % (task % candidate) in result.stdout
+
+
+def check_sweep_finds_the_middle_depth(sweep):
+    results = json.loads((sweep['dir'] / 'results.json').read_text())
+    assert results['best']['name'] == 'depth 10'
+    assert results['best']['per_concurrency'] == {'8': 'depth 10'}
+    by_name = {c['name']: c for c in results['candidates']}
+    assert list(by_name) == ['baseline', 'depth 16', 'depth 10', 'depth 5']
+    runs = {name: c['runs'][0] for name, c in by_name.items()}
+    for name, run in runs.items():
+        assert (run['completed'], run['failed'], run['output_tokens']) == (24, 0, 24 * 128), name
+        # The client counts what the server counts.
+        assert run['server_counters']['generation_tokens'] == run['output_tokens'], name
+    # Acceptance against the simulator's model E(N) at q = 0.95 (README): 7.49, 6.68, 4.36.
+    for name, expected in (('depth 16', 7.49), ('depth 10', 6.68), ('depth 5', 4.36)):
+        assert runs[name]['accept_length_source'] == 'per_request'
+        assert runs[name]['accept_length'] == pytest.approx(expected, rel=0.15), name
+    assert runs['baseline']['accept_length'] is None
+    # Every candidate ran the command the sweep asked for.
+    for name, depth in (('depth 16', 16), ('depth 10', 10), ('depth 5', 5)):
+        args = by_name[name]['server_args']
+        assert (args['speculative_num_steps'], args['speculative_eagle_topk'], args['speculative_num_draft_tokens']) == (
+            depth - 1, 1, depth)
+        assert '--speculative-num-draft-tokens' in by_name[name]['command']
+    assert by_name['baseline']['server_args']['speculative_algorithm'] is None
+    assert results['versions']['engine'] == '0.5.15.post1'
+    assert results['applied'] == 'depth 10'
+
+
+def check_report_agrees_with_results_json(sweep):
+    results = json.loads((sweep['dir'] / 'results.json').read_text())
+    report = (sweep['dir'] / 'report.md').read_text()
+    rows = {}
+    for line in report.splitlines():
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        if len(cells) == 12 and re.match(r'^[\d.]+$', cells[1]):
+            rows[cells[0]] = cells
+    baseline = results['candidates'][0]['runs'][0]['output_throughput']
+    assert set(rows) == {'baseline', 'depth 16', '**depth 10** (best)', 'depth 5'}
+    for cand in results['candidates']:
+        run = cand['runs'][0]
+        row = rows['**depth 10** (best)' if cand['name'] == 'depth 10' else cand['name']]
+        assert row[1] == '%.1f' % run['output_throughput']
+        assert row[2] == '%.2fx' % (run['output_throughput'] / baseline)
+        assert row[3] == ('%.2f' % run['accept_length'] if run['accept_length'] is not None else 'n/a')
+        assert row[10] == '%d / %d' % (run['completed'], run['failed'])
+    assert '**Best overall: depth 10**' in report and 'rolled out and verified' in report
+
+
+def check_chart_renders_one_line_per_concurrency(sweep):
+    results = json.loads((sweep['dir'] / 'results.json').read_text())
+    root = ET.parse(str(sweep['dir'] / 'chart.svg')).getroot()
+    lines = root.findall('.//%spolyline' % SVG)
+    assert len(lines) == 2  # throughput and acceptance panels, one concurrency level each
+    throughput_points = [tuple(map(float, p.split(','))) for p in lines[0].get('points').split()]
+    assert len(throughput_points) == 3
+    # SVG y grows downwards: depth 10 (the middle x position) is the highest point.
+    xs = [x for x, _ in throughput_points]
+    assert xs == sorted(xs)
+    heights = {depth: y for depth, (_, y) in zip((5, 10, 16), throughput_points)}
+    assert heights[10] < heights[5] and heights[10] < heights[16]
+    texts = ''.join(t.text or '' for t in root.iter('%stext' % SVG))
+    assert 'best: %s' % results['best']['name'] in texts
+
+
+def check_best_depth_is_left_running(sweep):
+    url = 'http://127.0.0.1:%d/get_server_info' % sweep['port']
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        info = json.loads(resp.read())
+    assert info['speculative_num_draft_tokens'] == 10
+    assert info['speculative_num_steps'] == 9

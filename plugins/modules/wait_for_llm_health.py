@@ -430,7 +430,7 @@ def log_description(params):
     return 'no log followed'
 
 
-def failure_message(status, waiter, process, params, elapsed):
+def failure_message(status, waiter, process, params, elapsed, notes):
     """What happened, where, then the relevant log lines (the fatal ones and what followed)."""
     where = 'after %.0f s in phase %s' % (elapsed, waiter.phase)
     health = describe_probe(waiter.last_probe)
@@ -455,6 +455,8 @@ def failure_message(status, waiter, process, params, elapsed):
         parts.append('log from the first fatal line:\n' + '\n'.join(waiter.fatal['context']))
     elif waiter.tail:
         parts.append('last log lines:\n' + '\n'.join(waiter.tail[-params['log_lines']:]))
+    if notes:
+        parts.append('notes: ' + '; '.join(notes))
     return '\n'.join(parts)
 
 
@@ -567,7 +569,7 @@ def main():
         if error is None:
             module.exit_json(**result)
         module.fail_json(msg=error, **result)
-    module.fail_json(msg=failure_message(status, waiter, process, params, elapsed), **result)
+    module.fail_json(msg=failure_message(status, waiter, process, params, elapsed, notes), **result)
 
 
 if __name__ == '__main__':

@@ -185,7 +185,7 @@ def run_seed(scenario, give_up_after):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--full', action='store_true', help='let the seed loop run to its end (about 15 minutes)')
     parser.add_argument('--observe', type=float, default=25.0,
                         help='seconds to watch the seed loop after the event before projecting its verdict')

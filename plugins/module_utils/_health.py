@@ -338,7 +338,7 @@ class JournalFollower(object):
     def _start(self):
         if not self.invocation:
             rc, out = self._run(['systemctl', 'show', '-p', 'InvocationID', '--value', self.unit])
-            self.invocation = out.strip() or None
+            self.invocation = out.strip() if rc == 0 and out.strip() else None
         cmd = ['journalctl', '--no-pager', '-o', 'json', '-f']
         if self.cursor:
             cmd += ['--after-cursor', self.cursor, '-n', 'all']
@@ -527,7 +527,7 @@ class ProcessWatch(object):
         self._next_unit_check = now + self._unit_period
         rc, props = self._unit_show()
         if rc != 0 or props.get('LoadState') == 'not-found':
-            return {'exit_code': None, 'detail': 'systemd unit %s not found' % self.unit}
+            return {'exit_code': None, 'detail': 'systemd unit %s not found (systemctl show: rc %s)' % (self.unit, rc)}
         verdict = self._unit_verdict(props)
         if verdict is None and self.unit_main_pid:
             return self._watch_pid(self.unit_main_pid, 'unit %s' % self.unit)

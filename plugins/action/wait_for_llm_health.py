@@ -30,6 +30,7 @@ from ansible_collections.llmops.serving.plugins.module_utils._health import (
 display = Display()
 
 MODULE = 'llmops.serving.wait_for_llm_health'
+MAX_LINE = 400  # SGLang's server_args line alone is about 10,000 characters
 
 
 def format_heartbeat(host, result, max_lines):
@@ -42,7 +43,7 @@ def format_heartbeat(host, result, max_lines):
         skipped = len(lines) - len(shown)
         head += '; %d new log line%s%s' % (len(lines), '' if len(lines) == 1 else 's',
                                            ' (%d earlier not shown)' % skipped if skipped else '')
-        out = [head] + ['    | %s' % line for line in shown]
+        out = [head] + ['    | %s' % (line if len(line) <= MAX_LINE else line[:MAX_LINE] + ' [...]') for line in shown]
     else:
         out = [head + '; no new log lines']
     out += ['    note: %s' % note for note in result.get('notes') or []]

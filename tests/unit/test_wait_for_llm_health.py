@@ -174,7 +174,7 @@ def test_action_runs_slices_prints_heartbeats_and_carries_state(monkeypatch):
     printed = []
     monkeypatch.setattr(action.display, 'display', lambda msg, *a, **k: printed.append(msg))
     results = [
-        slice_result('waiting', 'load_weights', ['line %d' % i for i in range(5)], {'log': {'offset': 10}}),
+        slice_result('waiting', 'load_weights', ['line %d' % i for i in range(4)] + ['x' * 500], {'log': {'offset': 10}}),
         slice_result('waiting', 'cuda_graphs', [], {'log': {'offset': 20}}, notes=['pidfile /run/x.pid does not exist (yet)']),
         slice_result('ready', 'ready', ['ready line'], {'log': {'offset': 30}}, invocation={'module_args': {}}),
     ]
@@ -187,7 +187,7 @@ def test_action_runs_slices_prints_heartbeats_and_carries_state(monkeypatch):
     assert printed[0].split('\n') == [
         '[gpu1] wait_for_llm_health: 1 s, phase load_weights, health: connection refused (not listening yet); '
         '5 new log lines (2 earlier not shown)',
-        '    | line 2', '    | line 3', '    | line 4']
+        '    | line 2', '    | line 3', '    | ' + 'x' * 400 + ' [...]']
     assert printed[1].split('\n') == [
         '[gpu1] wait_for_llm_health: 1 s, phase cuda_graphs, health: connection refused (not listening yet); no new log lines',
         '    note: pidfile /run/x.pid does not exist (yet)']

@@ -10,6 +10,8 @@ command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v unshare >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
+# ansible-test sanity checks shell scripts with it (and only warns when it is missing)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing OS packages: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -51,8 +51,9 @@ def main(argv: list[str]) -> int:
     try:
         runpy.run_path(str(GENERATOR), run_name='__main__')
     except SystemExit as exc:
-        if exc.code:
-            return int(exc.code) if isinstance(exc.code, int) else 1
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if status != 0:
+            return status
     manifest = json.loads(manifest_path.read_text())
     for name, drafter in manifest['drafters'].items():
         quality = QUALITY.get(drafter['weights'])

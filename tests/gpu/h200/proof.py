@@ -39,6 +39,7 @@ PHASES = {
     'b': ['models', 'random', 'other_naming', 'stop'],
     'c': ['models', 'benchmark', 'stop'],
 }
+STARTS_SERVER = {'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540}
@@ -107,7 +108,7 @@ class Proof:
         if simulate:
             self.env.update(LLMOPS_PROOF_PYTHONPATH=str(REPO / 'tests' / 'sim'),
                             NVSIM_STATE_DIR=str(self.state / 'nvsim'),
-                            SGLANG_SIM_SPEED=os.environ.get('SGLANG_SIM_SPEED', '0.05'),
+                            SGLANG_SIM_SPEED=os.environ.get('SGLANG_SIM_SPEED', '0.3'),
                             PATH='%s:%s' % (REPO / 'tests' / 'sim', os.environ.get('PATH', '')))
             self.ansible_python = str(REPO / '.venv' / 'bin' / 'python')
             self.models_python = os.environ.get('LLMOPS_MODELS_PYTHON', str(REPO / '.cache' / 'vllm-venv' / 'bin' / 'python'))
@@ -116,8 +117,10 @@ class Proof:
             self.env.update(LLMOPS_PROOF_PYTHONPATH=str(self.site), PYTHONPATH=str(self.site),
                             HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1')
             self.ansible_python = self.models_python = sys.executable
-            self.models_env = dict(self.env)
+            # The models come from the device's own torch/transformers, not the carried wheels.
+            self.models_env = {k: v for k, v in self.env.items() if k != 'PYTHONPATH'}
         self.memo_path = self.results / 'memo.json'
+        self.engine_down = None  # set when a server never got ready: later starts are skipped
 
     # ---------------------------------------------------------------- bookkeeping
     def left(self):
@@ -185,7 +188,7 @@ class Proof:
     def command(self, cmd, env=None, timeout=60):
         try:
             proc = subprocess.run(cmd, cwd=REPO, env=env or self.env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, timeout=timeout)
+                                  stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
             return proc.returncode, proc.stdout
         except (OSError, subprocess.TimeoutExpired) as exc:
             return -1, str(exc)
@@ -250,7 +253,7 @@ class Proof:
             state = Path(self.env['NVSIM_STATE_DIR'])
             if not (state / 'gpus.json').exists():
                 subprocess.run([sys.executable, str(REPO / 'tests' / 'sim' / 'nvsim.py'), 'init', '--count', '1'],
-                               env=self.env, check=True)
+                               env=self.env, check=True, stdout=subprocess.DEVNULL)
             for path in (self.models_python, self.ansible_python):
                 if not Path(path).exists():
                     sys.exit('%s is missing: make venv, and tests/engines/install_vllm.sh for the model generator' % path)
@@ -259,6 +262,10 @@ class Proof:
                      'tests/gpu/device_step.sh install first (tests/gpu/README.md)' % self.site)
         if 'versions' not in self.memo():
             self.memo(versions=self.versions())
+
+    def models_done(self):
+        return (self.models / 'manifest.json').exists() and any(
+            s['step'] == 'models' and s['outcome'] == 'PASS' for s in self.summary()['steps'])
 
     def versions(self):
         code = ('import importlib.metadata as m, json, platform\n'
@@ -272,7 +279,7 @@ class Proof:
         if self.simulate:
             versions['sglang'] = 'simulator %s' % os.environ.get('SGLANG_SIM_VERSION', '0.5.15.post1')
         apps, gpus, raw = self.nvidia_smi()
-        versions['gpu'] = [line for line in raw.splitlines()[-len(gpus):]] if gpus else raw[-300:]
+        versions['gpu'] = raw.splitlines()[-len(gpus):] if gpus else raw[-300:]
         rc, head = self.command(['git', 'rev-parse', 'HEAD'])
         versions['commit'] = os.environ.get('LLMOPS_PROOF_COMMIT') or (head.strip() if rc == 0 else None)
         versions['date'] = time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())
@@ -280,18 +287,17 @@ class Proof:
 
     # ---------------------------------------------------------------- the steps
     def run_step(self, name):
-        number = {n: i + 1 for i, n in enumerate(
-            ['models', 'preflight', 'deploy', 'redeploy', 'depth3', 'status', 'stop', 'random', 'other_naming',
-             'benchmark'])}.get(name, 99)
+        number = 1 + sum(1 for path in self.results.iterdir() if path.is_dir())
         folder = self.results / ('%02d-%s' % (number, name.replace('_', '-')))
-        while folder.exists():
-            folder = folder.with_name(folder.name + '+')
         folder.mkdir(parents=True)
         step = Step(name, folder)
         start = time.monotonic()
         if self.left() - RESERVE_S < 30:
             step.outcome = 'SKIP'
             step.notes.append('not enough time left in this call; run it in the next one: h200_proof.sh %s' % name)
+        elif name in STARTS_SERVER and self.engine_down:
+            step.outcome = 'SKIP'
+            step.notes.append('not run: %s (no point in spending device time on more starts)' % self.engine_down)
         else:
             try:
                 getattr(self, 'step_' + name)(step)
@@ -336,7 +342,7 @@ class Proof:
                             version=plan.get('version'), ready_s=health.get('elapsed'), health=health.get('status'),
                             accept_length=smoke.get('accept_length'), accept_source=smoke.get('accept_length_source'),
                             tokens=smoke.get('tokens'), heartbeats=len(run.heartbeats()))
-        step.figures['timeline'] = ['%s at %s s%s' % (p.get('phase'), p.get('elapsed'),
+        step.figures['timeline'] = ['%s at %.1f s%s' % (p.get('phase'), p.get('elapsed') or 0,
                                                       (': ' + p['line'][:140]) if p.get('line') else '')
                                     for p in health.get('phases') or []]
         step.figures['heartbeat_lines'] = run.heartbeats()[:20]
@@ -348,7 +354,9 @@ class Proof:
 
     def check_ready(self, step, run, health, smoke, floor=True):
         step.check('playbook succeeded', run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
-        step.check('health ready', health.get('status') == 'ready', health.get('msg') or health.get('health'))
+        if not step.check('health ready', health.get('status') == 'ready', health.get('msg') or health.get('health')):
+            self.engine_down = 'the server did not become ready in step %s (health %s)' % (
+                step.folder.name, health.get('status') or 'not reached')
         phases = [p.get('phase') for p in health.get('phases') or []]
         step.check('health timeline ends ready', phases[-1:] == ['ready'], ' -> '.join(map(str, phases)))
         elapsed = health.get('elapsed') or 0
@@ -408,10 +416,15 @@ class Proof:
         step.check('playbook succeeded', run.rc == 0, 'rc %s' % run.rc)
         table = [r.get('msg') for r in run.results('debug') if r.get('msg')]
         text = '\n'.join(map(str, table))
+        status = run.fact('sglang_server_status') or {}
         step.figures['table'] = table
-        step.check('table printed', 'localhost: running=' in text, text[:300])
-        step.check('table says running and healthy', 'running=True' in text and 'healthy=True' in text, text[:300])
-        step.check('table shows depth 3', 'depth=3' in text, text[:300])
+        step.figures['status'] = status
+        step.check('table printed', 'localhost' in text, text[:300])
+        step.check('status: running and healthy', status.get('running') is True and status.get('healthy') is True,
+                   status)
+        step.check('status: depth 3', str(status.get('depth')) == '3', status.get('depth'))
+        step.check('status: the PID of the depth-3 server', str(status.get('pid')) == str(self.memo().get('pid_d3')),
+                   '%s vs %s' % (status.get('pid'), self.memo().get('pid_d3')))
 
     def step_stop(self, step):
         session = self.server_pid()
@@ -426,7 +439,7 @@ class Proof:
         step.figures['server_session'] = session
         step.check('no server process left', not left, left)
         step.check('nvidia-smi lists no compute process', not apps, apps)
-        step.check('GPU memory back to idle (< 1024 MiB used)', gpus and all(used < 1024 for _, used, _ in gpus),
+        step.check('GPU memory back to idle (< 1024 MiB used)', gpus and all(row[1] < 1024 for row in gpus),
                    gpus or raw[-300:])
         step.check('pidfile removed', not self.pidfile.exists())
 
@@ -584,8 +597,8 @@ def main(argv=None):
     seen = set()
     try:
         for name in steps:
-            if name == 'models' and name in seen:
-                continue  # once per call (make_models.py skips models it wrote already)
+            if name == 'models' and (name in seen or proof.models_done()):
+                continue  # once per call, and not again after it passed on this machine
             seen.add(name)
             proof.run_step(name)
     except KeyboardInterrupt as exc:

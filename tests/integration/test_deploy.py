@@ -53,15 +53,15 @@ def deploy_vars(**overrides):
 
 
 def server_pids(fleet):
-    """host -> PID of the running server (pidfile or the unit's MainPID)."""
+    """host -> PID of the running server (pidfile or the unit's MainPID), None when none."""
     pids = {}
     for host in ALL:
         if host == 'sd1':
             out = fleet.ssh(host, 'systemctl show -p MainPID --value llmops-sglang-main.service')
             pids[host] = int(out.stdout.strip())
         else:
-            out = fleet.ssh(host, 'cat /run/llmops/sglang-main.pid')
-            pids[host] = json.loads(out.stdout)['pid']
+            data = json.loads(fleet.ssh(host, 'cat /run/llmops/sglang-main.pid 2>/dev/null || echo null').stdout)
+            pids[host] = data['pid'] if data else None
     return pids
 
 
@@ -74,7 +74,10 @@ def http_json(fleet, host, path):
 
 
 def summary_lines(result):
-    return [line for line in result.stdout.splitlines() if ': ready (' in line]
+    """The per-host lines of deploy.yml's summary (the YAML callback wraps long lines)."""
+    block = result.stdout.rpartition('Show state, ready time')[2].partition('PLAY RECAP')[0]
+    items = ' '.join(block.split()).split(" - '")[1:]
+    return [item.rstrip("' ") for item in items if ': ready (' in item]
 
 
 _FIRST_DEPLOY = {}
@@ -158,25 +161,46 @@ def test_shell_metacharacters_stay_one_argument(deployed, run_playbook):
         assert fleet.ssh(host, 'ls /tmp/pwned /tmp/pwned2 2>/dev/null; true').stdout.strip() == ''
 
 
-def test_fault_in_first_batch_stops_rollout(deployed, run_playbook):
+@pytest.mark.parametrize('fault, reason', [
+    ('crash', 'Traceback'),
+    ('busy_gpu', 'trainer'),
+    ('bad_drafter', 'truncated or not safetensors'),
+])
+def test_fault_in_first_batch_stops_rollout(fault, reason, deployed, run_playbook):
+    """ns1 and ns2 form the first batch, ns3 the second; a fault on ns1 fails ns1 with a
+    readable reason and the rollout stops before ns3, which keeps serving untouched."""
     fleet = deployed[0]
-    before = server_pids(fleet)
-    env = dict(deploy_vars()['sglang_server_env'],
-               SGLANG_SIM_FAULT="{{ 'crash:load' if inventory_hostname == 'ns1' else '' }}")
-    result = run_playbook('playbooks/deploy.yml', limit=','.join(NS),
-                          extra_vars=deploy_vars(sglang_server_env=env, sglang_server_speculative_depth=5,
-                                                 llmops_serial=2, llmops_max_fail_percentage=0))
-    assert result.rc != 0
-    assert result.recap['ns1']['failed'] == 1
-    # ns3 was in the second batch: never touched.
-    assert 'ns3' not in result.recap or result.recap['ns3']['changed'] == 0
-    assert server_pids(fleet)['ns3'] == before['ns3']
-    assert 'crash' in result.stdout.lower() or 'exited' in result.stdout.lower()
+    ns3_before = server_pids(fleet)['ns3']
+    overrides = {'sglang_server_speculative_depth': 5, 'llmops_serial': 2, 'llmops_max_fail_percentage': 0}
+    holder = None
+    if fault == 'crash':
+        overrides['sglang_server_env'] = dict(deploy_vars()['sglang_server_env'], SGLANG_SIM_FAULT=(
+            "{{ 'crash:load' if inventory_hostname == 'ns1' else '' }}"))
+    elif fault == 'busy_gpu':
+        holder = fleet.ssh('ns1', 'NVSIM_STATE_DIR=/run/llmops-nvsim setsid /usr/bin/python3 %s/nvsim.py hold '
+                                  '--gpus 0 --mib 100000 --name trainer >/dev/null 2>&1 </dev/null & echo $!'
+                           % SIM).stdout.strip()
+    else:
+        fleet.ssh('ns1', 'rm -rf /srv/llmops/bad && cp -r /srv/llmops/checkpoints/drafter /srv/llmops/bad && '
+                         'truncate -s 20 /srv/llmops/bad/model.safetensors')
+        overrides['sglang_server_speculative_draft_model_path'] = (
+            "{{ '/srv/llmops/bad' if inventory_hostname == 'ns1' else '/srv/llmops/checkpoints/drafter' }}")
+    try:
+        result = run_playbook('playbooks/deploy.yml', limit=','.join(NS), extra_vars=deploy_vars(**overrides))
+    finally:
+        if holder:
+            fleet.ssh('ns1', 'kill %s' % holder)
+    output = result.stdout[-8000:]
+    assert result.rc != 0, output
+    assert result.recap['ns1']['failed'] == 1, output
+    assert reason in result.stdout, output
+    assert 'ns3' not in result.recap or result.recap['ns3']['changed'] == 0, output
+    assert server_pids(fleet)['ns3'] == ns3_before
 
 
 def test_stop_leaves_no_process(deployed, run_playbook):
     fleet = deployed[0]
-    run_playbook('playbooks/stop.yml', expect_rc=0)
+    run_playbook('playbooks/stop.yml', expect_rc=0, extra_vars={'sglang_server_stop_timeout': 20})
     for host in NS:
         assert fleet.ssh(host, 'pgrep -f sglang.launch_server || true').stdout.strip() == ''
     assert fleet.ssh('sd1', 'systemctl is-active llmops-sglang-main.service || true').stdout.strip() == 'inactive'

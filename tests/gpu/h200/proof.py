@@ -148,7 +148,7 @@ class Proof:
         print('[%s] %-22s %6.1f s  %s' % (mark, step.folder.name, step.seconds, figures), flush=True)
         for check in step.checks:
             if not check['ok']:
-                print('       failed check: %s: %s' % (check['check'], check['detail'][:300]), flush=True)
+                print('       failed check: %s: %s' % (check['check'], ' '.join(check['detail'].split())[-300:]), flush=True)
 
     # ---------------------------------------------------------------- running things
     def playbook(self, step, playbook, extra=None, timeout=300):
@@ -442,6 +442,11 @@ class Proof:
         step.check('GPU memory back to idle (< 1024 MiB used)', gpus and all(row[1] < 1024 for row in gpus),
                    gpus or raw[-300:])
         step.check('pidfile removed', not self.pidfile.exists())
+        time.sleep(3)  # a second reading for the record only (the checks above used the first)
+        later = self.nvidia_smi()
+        step.figures['gpu_3s_later'] = later[0] + ['GPU %s: %s of %s MiB used' % row for row in later[1]]
+        with (step.folder / 'nvidia-smi.txt').open('a') as handle:
+            handle.write('\n3 s later:\n' + later[2])
 
     def step_random(self, step):
         run, plan, health, smoke, pid = self.deploy(step, {
@@ -450,7 +455,8 @@ class Proof:
         message = health.get('msg') or ''
         step.figures['message'] = message
         step.check('playbook failed the host', run.rc != 0, 'rc %s' % run.rc)
-        step.check('the server itself came up', health.get('status') == 'ready', health.get('status'))
+        if not step.check('the server itself came up', health.get('status') == 'ready', health.get('status')):
+            self.engine_down = 'the server did not become ready in step %s' % step.folder.name
         step.check('message says the drafter is not accepted', NOT_ACCEPTED in message, message)
         step.check('message printed in the playbook output', any(NOT_ACCEPTED in line for line in run.lines))
         value = smoke.get('accept_length')
@@ -538,7 +544,7 @@ def trim_file(path, head, tail):
 
 
 def failure_messages(run):
-    return '; '.join('%s: %s' % (e['task'], str(e['result'].get('msg', ''))[:400])
+    return '; '.join('%s: %s' % (e['task'], str(e['result'].get('msg', ''))[-600:])
                      for e in run.events if e['outcome'] == 'failed')
 
 

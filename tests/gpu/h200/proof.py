@@ -342,9 +342,9 @@ class Proof:
                             version=plan.get('version'), ready_s=health.get('elapsed'), health=health.get('status'),
                             accept_length=smoke.get('accept_length'), accept_source=smoke.get('accept_length_source'),
                             tokens=smoke.get('tokens'), heartbeats=len(run.heartbeats()))
-        step.figures['timeline'] = ['%s at %.1f s%s' % (p.get('phase'), p.get('elapsed') or 0,
-                                                      (': ' + p['line'][:140]) if p.get('line') else '')
-                                    for p in health.get('phases') or []]
+        step.figures['timeline'] = [
+            '%s at %.1f s%s' % (p.get('phase'), p.get('elapsed') or 0, (': ' + p['line'][:140]) if p.get('line') else '')
+            for p in health.get('phases') or []]
         step.figures['heartbeat_lines'] = run.heartbeats()[:20]
         step.figures['command'] = [' '.join(plan.get('command') or [])]
         apps, gpus, raw = self.nvidia_smi()

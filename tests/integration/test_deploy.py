@@ -202,7 +202,7 @@ def test_stop_leaves_no_process(deployed, run_playbook):
     fleet = deployed[0]
     run_playbook('playbooks/stop.yml', expect_rc=0, extra_vars={'sglang_server_stop_timeout': 20})
     for host in NS:
-        assert fleet.ssh(host, 'pgrep -f sglang.launch_server || true').stdout.strip() == ''
+        assert fleet.ssh(host, 'pgrep -f "[s]glang.launch_server" || true').stdout.strip() == ''
     assert fleet.ssh('sd1', 'systemctl is-active llmops-sglang-main.service || true').stdout.strip() == 'inactive'
 
 

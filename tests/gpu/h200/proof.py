@@ -512,7 +512,8 @@ class Proof:
                        [(c.get('name'), c.get('error')) for c in candidates])
             step.figures['throughput'] = [
                 '%s: %s' % (c.get('name'), ', '.join('c%s %s tok/s accept %s' % (
-                    r.get('concurrency'), round(r.get('output_throughput') or 0), r.get('accept_length'))
+                    r.get('concurrency'), round(r.get('output_throughput') or 0),
+                    None if r.get('accept_length') is None else round(r['accept_length'], 2))
                     for r in c.get('runs') or [])) for c in candidates]
             step.figures['best'] = (data.get('best') or {}).get('name')
 

@@ -6,11 +6,12 @@ target and every drafter variant, shape of the recorded H200 run) and then stamp
 (``perfect`` for the good weights, ``random`` for the random ones). Real SGLang ignores header metadata; the
 SGLang simulator (tests/sim) reads its acceptance from it, so the --simulate dry run of
 tests/gpu/h200_proof.sh serves the same files with the same expected outcome.
-Skips the work when OUT/manifest.json was written by this wrapper already.
+Skips the work when OUT/manifest.json was written by this wrapper from the same generator.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import runpy
 import struct
@@ -20,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 GENERATOR = REPO / 'tests' / 'engines' / 'make_models.py'
 QUALITY = {'good': 'perfect', 'random': 'random'}
-STAMP = 'stamped-by'
+STAMP = 'llmops_h200_stamp'  # hash of the generator and this wrapper
 
 
 def set_metadata(path: Path, extra: dict) -> None:
@@ -44,7 +45,8 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(argv[0])
     manifest_path = out / 'manifest.json'
-    if manifest_path.exists() and json.loads(manifest_path.read_text()).get(STAMP) == __file__:
+    stamp = hashlib.sha256(GENERATOR.read_bytes() + Path(__file__).read_bytes()).hexdigest()
+    if manifest_path.exists() and json.loads(manifest_path.read_text()).get(STAMP) == stamp:
         print('models already in %s' % out)
         return 0
     sys.argv = [str(GENERATOR), str(out), '--shape', 'h200']
@@ -60,7 +62,7 @@ def main(argv: list[str]) -> int:
         if quality and not name.startswith('bad-'):
             set_metadata(out / drafter['path'] / 'model.safetensors', {'llmops_sim_quality': quality})
             drafter['sim_quality'] = quality
-    manifest[STAMP] = __file__
+    manifest[STAMP] = stamp
     manifest_path.write_text(json.dumps(manifest, indent=2) + '\n')
     print('stamped %d drafters in %s' % (sum('sim_quality' in d for d in manifest['drafters'].values()), out))
     return 0

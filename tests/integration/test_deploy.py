@@ -134,7 +134,14 @@ def test_api_key_in_no_output_and_env_file_0600(deployed, run_playbook):
     assert API_KEY not in result.stdout and API_KEY not in result.stderr
     for host in ('ns1', 'sd1'):
         assert fleet.ssh(host, 'stat -c %a ' + ENV_FILE).stdout.strip() == '600'
-        assert API_KEY not in fleet.ssh(host, 'cat /proc/$(pgrep -f -o llmops_launch.py)/cmdline | tr "\\0" " "').stdout
+        cmdline = fleet.ssh(host, 'cat /proc/$(pgrep -f -o "[l]lmops_launch.py")/cmdline | tr "\\0" " "').stdout
+        assert 'sglang.launch_server' in cmdline and API_KEY not in cmdline
+        # ... and yet the server enforces it: the shim passed it on.
+        status = fleet.ssh(host, '/usr/bin/python3 -c \'import urllib.request, urllib.error\n'
+                                 'try: urllib.request.urlopen("http://127.0.0.1:30000/v1/models"); print(200)\n'
+                                 'except urllib.error.HTTPError as e: print(e.code)\'').stdout.strip()
+        assert status == '401'
+        assert http_json(fleet, host, '/v1/models')['data']
     unit = fleet.ssh('sd1', 'cat /etc/systemd/system/llmops-sglang-main.service').stdout
     assert API_KEY not in unit and 'EnvironmentFile=' + ENV_FILE in unit and 'KillMode=control-group' in unit
 

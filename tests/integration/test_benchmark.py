@@ -1,11 +1,18 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/benchmark.yml on the local inventory (this machine, SGLang simulator, simulated GPUs).
+"""llm_benchmark and playbooks/benchmark.yml on this machine.
 
-The simulator's timing model (tests/sim/README.md) makes depth 10 the fastest at 8
-concurrent requests with a drafter of quality 0.95 (+20 % over depth 5, +23 % over 16).
-One sweep (baseline, 16, 10, 5; apply_best) must find it, write a report that agrees with
-results.json, show its progress in task names, and leave the server running depth 10.
+Simulator (local inventory): the simulator's timing model (tests/sim/README.md) makes
+depth 10 the fastest at 8 concurrent requests with a drafter of quality 0.95 (+20 % over
+depth 5, +23 % over 16). One sweep (baseline, 16, 10, 5; apply_best) must find it, write
+a report that agrees with results.json, show its progress in task names, and leave the
+server running depth 10.
+
+Real vLLM CPU engine (tests/engines, marker ``engine``): the module's token counts equal
+the engine's own /metrics counters exactly, its acceptance length equals the counters'
+``1 + accepted / drafts`` within 2 %, and the tokens it saw per streamed chunk agree with
+that acceptance within 15 % (the first chunk carries the prefill token alone); a sweep
+over two depths with the good drafter runs end to end through the playbook.
 """
 
 from __future__ import annotations
@@ -142,9 +149,9 @@ def check_chart_renders_one_line_per_concurrency(sweep):
     throughput_points = [tuple(map(float, p.split(','))) for p in lines[0].get('points').split()]
     assert len(throughput_points) == 3
     # SVG y grows downwards: depth 10 (the middle x position) is the highest point.
-    xs = [x for x, _ in throughput_points]
+    xs = [point[0] for point in throughput_points]
     assert xs == sorted(xs)
-    heights = {depth: y for depth, (_, y) in zip((5, 10, 16), throughput_points)}
+    heights = {depth: point[1] for depth, point in zip((5, 10, 16), throughput_points)}
     assert heights[10] < heights[5] and heights[10] < heights[16]
     texts = ''.join(t.text or '' for t in root.iter('%stext' % SVG))
     assert 'best: %s' % results['best']['name'] in texts
@@ -156,3 +163,126 @@ def check_best_depth_is_left_running(sweep):
         info = json.loads(resp.read())
     assert info['speculative_num_draft_tokens'] == 10
     assert info['speculative_num_steps'] == 9
+
+
+# ---------------------------------------------------------------- real vLLM CPU engine
+
+ENGINES = os.path.join(ROOT, 'tests', 'engines')
+ENGINE_VENV = os.environ.get('LLMOPS_ENGINE_VENV', os.path.join(ROOT, '.cache', 'vllm-venv'))
+ENGINE_PYTHON = os.path.join(ENGINE_VENV, 'bin', 'python')
+
+
+def engine_setup(tmp_path, host_vars=None):
+    """Tiny target + drafters (tests/engines/make_models.py) and an inventory for this machine."""
+    if not os.path.exists(ENGINE_PYTHON):
+        pytest.fail('no engine venv at %s: run tests/engines/install_vllm.sh' % ENGINE_VENV)
+    out = tmp_path / 'models'
+    subprocess.run([ENGINE_PYTHON, os.path.join(ENGINES, 'make_models.py'), str(out), '--shape', 'cpu'],
+                   check=True, capture_output=True, timeout=600)
+    manifest = json.loads((out / 'manifest.json').read_text())
+    good = out / manifest['drafters']['good-layers0']['path']
+    host = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}
+    host.update({key: str(good) if value == 'GOOD' else value for key, value in (host_vars or {}).items()})
+    inventory = tmp_path / 'inventory.json'
+    inventory.write_text(json.dumps({'all': {'hosts': {'localhost': host}}}))
+    return {'target': out / manifest['target']['path'], 'good': good, 'inventory': str(inventory)}
+
+
+def vllm_counters(url):
+    from ansible_collections.llmops.serving.plugins.module_utils._benchmark import parse_prometheus
+    with urllib.request.urlopen(url + '/metrics', timeout=30) as resp:
+        return parse_prometheus(resp.read().decode())
+
+
+@pytest.mark.engine
+def test_module_figures_agree_with_vllm_counters(run_playbook, tmp_path):
+    sys.path.insert(0, ENGINES)
+    from engine_server import VllmServer  # tests/engines/engine_server.py
+    from ansible_collections.llmops.serving.plugins.module_utils._benchmark import counter_deltas
+
+    setup = engine_setup(tmp_path)
+    server = VllmServer('benchmark-good', setup['target'], tmp_path, drafter=setup['good']).start()
+    try:
+        server.wait_ready()
+        before = vllm_counters(server.url)
+        result_path = tmp_path / 'result.json'
+        run_playbook('benchmark_module.yml', inventory=setup['inventory'], expect_rc=0, extra_vars={
+            'benchmark_url': server.url, 'benchmark_api': 'completions', 'benchmark_num_prompts': 8,
+            'benchmark_concurrency': [4], 'benchmark_input_len': 16, 'benchmark_output_len': 64,
+            'benchmark_warmup_requests': 0, 'benchmark_result_path': str(result_path)})
+        after = vllm_counters(server.url)
+    finally:
+        server.stop()
+    run = json.loads(result_path.read_text())['runs'][0]
+    deltas = counter_deltas(before, after)
+    print('llm_benchmark vs vLLM /metrics:', {k: run[k] for k in ('output_tokens', 'input_tokens', 'accept_length',
+                                                                   'tokens_per_chunk', 'output_throughput')}, deltas)
+    assert (run['completed'], run['failed']) == (8, 0)
+    # Token totals: exactly what the engine counted.
+    assert run['output_tokens'] == deltas['generation_tokens'] == 8 * 64
+    assert run['input_tokens'] == deltas['prompt_tokens']
+    # Acceptance: the engine's counters over the run, and every draft of the good drafter accepted
+    # (3 speculative tokens: at most 4).
+    engine_accept = 1.0 + deltas['spec_accepted_tokens'] / deltas['spec_drafts']
+    assert run['accept_length_source'] == 'metrics'
+    assert run['accept_length'] == pytest.approx(engine_accept, rel=0.02)
+    assert engine_accept == pytest.approx(4.0, rel=0.05)
+    # Seen by the client alone: tokens per streamed chunk.
+    assert run['tokens_per_chunk'] == pytest.approx(engine_accept, rel=0.15)
+    assert run['ttft_ms']['p50'] <= run['e2e_ms']['p50']
+
+
+@pytest.mark.engine
+def test_vllm_depth_sweep_through_the_playbook(run_playbook, tmp_path):
+    # What the sweep varies per candidate must not be an extra var (those win over the
+    # candidate's value; the role refuses them): the drafter goes into the inventory.
+    setup = engine_setup(tmp_path, {'sglang_server_speculative_draft_model_path': 'GOOD'})
+    nvsim = tmp_path / 'nvsim'
+    subprocess.run([sys.executable, os.path.join(SIM, 'nvsim.py'), 'init', '--count', '1'], check=True,
+                   capture_output=True, env=dict(os.environ, NVSIM_STATE_DIR=str(nvsim)))
+    extra = {
+        'sglang_server_engine': 'vllm',
+        'sglang_server_python': ENGINE_PYTHON,
+        'sglang_server_launcher': 'process',
+        'sglang_server_name': 'vllm-sweep',
+        'sglang_server_model_path': str(setup['target']),
+        'sglang_server_min_accept_length': 1.5,
+        'sglang_server_tp_size': 1,
+        'sglang_server_port': free_port(),
+        'sglang_server_extra_args': ['--max-model-len', '1024', '--dtype', 'bfloat16', '--enforce-eager'],
+        'sglang_server_env': {'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_CPU_KVCACHE_SPACE': '1',
+                              'VLLM_NO_USAGE_STATS': '1'},
+        'sglang_server_config_dir': str(tmp_path / 'etc'),
+        'sglang_server_run_dir': str(tmp_path / 'run'),
+        'sglang_server_log_path': str(tmp_path / 'server.log'),
+        'sglang_server_health_timeout': 600,
+        # No GPUs for the CPU engine: the preflight looks at one simulated idle GPU.
+        'gpu_preflight_nvidia_smi_path': os.path.join(SIM, 'nvidia-smi'),
+        'gpu_preflight_environment': {'NVSIM_STATE_DIR': str(nvsim)},
+        'spec_sweep_depths': [4, 2],
+        'spec_sweep_concurrency': [1, 4],
+        'spec_sweep_num_prompts': 8,
+        'spec_sweep_input_len': 16,
+        'spec_sweep_output_len': 64,
+        'spec_sweep_warmup_requests': 2,
+        'spec_sweep_report_dir': str(tmp_path / 'report'),
+    }
+    try:
+        result = run_playbook('playbooks/benchmark.yml', inventory=setup['inventory'], extra_vars=extra)
+        assert result.rc == 0, result.stdout[-6000:]
+    finally:
+        run_playbook('playbooks/stop.yml', inventory=setup['inventory'], extra_vars=extra, expect_rc=0)
+    folder = tmp_path / 'report' / 'localhost'
+    results = json.loads((folder / 'results.json').read_text())
+    print((folder / 'report.md').read_text())
+    assert {c['name']: c['error'] for c in results['candidates']} == {'baseline': None, 'depth 4': None,
+                                                                      'depth 2': None}
+    assert results['settings']['api'] == 'completions' and results['settings']['engine'] == 'vllm'
+    by_name = {c['name']: c for c in results['candidates']}
+    for name, depth in (('depth 4', 4), ('depth 2', 2)):
+        for run in by_name[name]['runs']:
+            assert run['accept_length'] == pytest.approx(depth, rel=0.05), (name, run['concurrency'])
+            assert run['server_counters']['generation_tokens'] == run['output_tokens'] == 8 * 64
+    assert all(run['accept_length'] is None for run in by_name['baseline']['runs'])
+    assert results['best']['name'] in by_name
+    assert (folder / 'chart.svg').exists() and (folder / 'report.md').exists()

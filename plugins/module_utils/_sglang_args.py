@@ -41,9 +41,6 @@ SPECULATIVE_ALGORITHM_CHOICES = ('EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRA
 # rejects it as an ambiguous prefix). From 0.5.15 on the decode flag is emitted.
 CUDA_GRAPH_DECODE_FLAG_SINCE = (0, 5, 15)
 
-# SGLang's own defaults when no --speculative-num-steps is given (Llama targets).
-SGLANG_SPEC_DEFAULTS_NOTE = 'SGLang then picks its own defaults (5/4/8 for Llama targets)'
-
 
 class LaunchArgsError(ValueError):
     """A launch spec that cannot become a valid command line; the message says why."""

@@ -1,0 +1,48 @@
+"""Tests of plugins/modules/sglang_launch_check.py against the SGLang simulator (a fake
+``sglang`` package without dist-info, so the version comes from ``sglang.__version__``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.serving.plugins.modules import sglang_launch_check
+
+SIM = os.path.join(os.path.dirname(__file__), '..', 'sim')
+
+
+def run(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            sglang_launch_check.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize('version, has_old_flag', [('0.5.15.post1', True), ('0.5.23', False)])
+def test_detects_version_and_flags(capsys, version, has_old_flag):
+    result = run(capsys, python=sys.executable, env={'PYTHONPATH': SIM, 'SGLANG_SIM_VERSION': version})
+    assert not result.get('failed'), result
+    assert result['version'] == version and not result['changed']
+    options = result['cli']['options']
+    assert options['--model-path']['takes_value'] and not options['--enable-metrics']['takes_value']
+    assert ('--cuda-graph-max-bs' in options) is has_old_flag
+
+
+def test_bad_flag_fails_naming_it(capsys):
+    result = run(capsys, python=sys.executable, env={'PYTHONPATH': SIM},
+                 argv=['--model-path', '/m', '--num-speculative-tokens', '16'])
+    assert result['failed'] and 'unrecognized flag --num-speculative-tokens' in result['msg']
+    assert result['version'] == '0.5.15.post1'
+
+
+@pytest.mark.parametrize('python, env, message', [
+    ('/nonexistent/bin/python', {}, 'not an executable Python interpreter'),
+    (sys.executable, {'PYTHONPATH': '/nonexistent'}, 'detecting the sglang version'),
+])
+def test_missing_engine_fails_readably(capsys, python, env, message):
+    result = run(capsys, python=python, env=env)
+    assert result['failed'] and message in result['msg']

@@ -83,19 +83,22 @@ def run_playbook(name: str, extra_vars: dict, timeout: float = 600) -> subproces
     return proc
 
 
-def safetensors_tensors(path: Path) -> dict[str, bytes]:
+def safetensors_tensors(path: Path) -> dict[str, tuple]:
     """Tensor name -> (dtype, shape, data bytes), read with the standard library only."""
     with open(path, "rb") as handle:
         (size,) = struct.unpack("<Q", handle.read(8))
         header = json.loads(handle.read(size))
         data = handle.read()
     header.pop("__metadata__", None)
-    return {name: (t["dtype"], t["shape"], data[t["data_offsets"][0]:t["data_offsets"][1]]) for name, t in header.items()}
+    return {name: (t["dtype"], t["shape"], data[slice(*t["data_offsets"])]) for name, t in header.items()}
 
 
 @pytest.fixture(scope="module")
 def drafters(engine_models: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """A copy of a drafter variant per case, both drafter_checkpoint passes over each: ``{case: (dir, first, second)}``."""
+    """A copy of a drafter variant per case and both drafter_checkpoint passes over it.
+
+    Returns ``{case: (drafter dir, first pass result, second pass result)}``.
+    """
     root = tmp_path_factory.mktemp("collection-drafters")
     cases = []
     for case, (variant, options, dummy) in CASES.items():
@@ -104,7 +107,9 @@ def drafters(engine_models: dict, tmp_path_factory: pytest.TempPathFactory) -> d
     results_file = root / "results.json"
     run_playbook("vllm_drafter_checkpoint.yml", {"drafter_cases": cases, "drafter_results_file": str(results_file)})
     results = json.loads(results_file.read_text())
-    return {case: (root / case, first, second) for case, first, second in zip(CASES, results["first"], results["second"])}
+    by_path = {Path(r["item"]["path"]).name: r for r in results["first"]}
+    again = {Path(r["item"]["path"]).name: r for r in results["second"]}
+    return {case: (root / case, by_path[case], again[case]) for case in CASES}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -150,6 +155,9 @@ def test_module_refuses_what_vllm_crashes_on_and_wait_reports_the_crash(drafters
         server.stop()
     assert result["status"] in ("crashed", "fatal_log"), result
     assert result.get("failed")
+    # vLLM fails while loading the drafter's weights; the message names the phase and the log.
+    assert result["phase"] == "load_weights", result["phases"]
+    assert "in phase load_weights" in result["msg"] and str(server.log_path) in result["msg"]
     said = "\n".join([result["msg"], *result.get("fatal_line", []), *result["log_tail"]])
     assert LOG_DRAFT_MODEL_PREFIX in said
     assert crash_line_at, f"vLLM never logged the ValueError:\n{server.log_tail()}"
@@ -197,7 +205,9 @@ class TestFixedDrafterServes:
         assert smoke["ok"] and smoke["tokens"] == 48 and smoke["text"], smoke
         assert smoke["accept_length"] >= ACCEPT_FLOOR, smoke
         assert "vllm:spec_decode" in smoke["accept_length_source"], smoke
-        SUMMARY["wait_for_llm_health smoke acceptance"] = f"{smoke['accept_length']:.2f} ({smoke['accept_length_source']})"
+        assert smoke["accept_length_check"].startswith("passed"), smoke
+        SUMMARY["wait_for_llm_health smoke acceptance"] = (
+            f"{smoke['accept_length']:.2f} ({smoke['accept_length_source']})")
 
     def test_vllm_metrics_show_acceptance(self, fixed_server):
         server, dummy, dummy2 = fixed_server
@@ -243,7 +253,7 @@ def heartbeats(stdout: str) -> list[str]:
 
 
 class LogWatch(threading.Thread):
-    """Records the wall-clock second a fragment first appears in a log file (polled every 0.1 s)."""
+    """Records the epoch second a fragment first appears in a log file (polled every 0.1 s)."""
 
     def __init__(self, path: Path, fragment: str, found_at: list[float]) -> None:
         super().__init__(daemon=True)

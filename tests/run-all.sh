@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317  # stage_* functions are called indirectly, as "stage_$s"
 # Runs the quality gates of llmops.serving. Called by `make test` (all stages) or with
 # stage names: unit sanity lint build integration engines.
 # Every stage runs; the script exits non-zero if any stage failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 export PATH="$ROOT/.venv/bin:$PATH"
 export ANSIBLE_COLLECTIONS_PATH="$ROOT/.collections"
@@ -39,7 +40,7 @@ stage_sanity() {
   (cd "$dest" && git init -q && git add -A && ansible-test sanity --local --python 3.11 --color no ${SANITY_ARGS:-})
   local rc=$?
   rm -rf "$work"
-  return $rc
+  return "$rc"
 }
 
 stage_lint() {
@@ -56,7 +57,7 @@ stage_build() {
     echo "build: ok ($(basename "$tmp"/llmops-serving-*.tar.gz))"
   local rc=$?
   rm -rf "$tmp"
-  return $rc
+  return "$rc"
 }
 
 stage_integration() {

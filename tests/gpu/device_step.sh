@@ -9,7 +9,7 @@ STATE=${LLMOPS_GPU_STATE:-/tmp/llmops-gpu}
 SITE=$STATE/site
 mkdir -p "$STATE/parts"
 
-have() { printf 'have: %s\n' "$(cd "$STATE/parts" && ls | sort -n | tr '\n' ' ')"; }
+have() { printf 'have: %s\n' "$(find "$STATE/parts" -type f -printf '%f\n' | sort -n | tr '\n' ' ')"; }
 
 case "${1:-}" in
   receive)
@@ -34,7 +34,8 @@ case "${1:-}" in
     # draft CUDA-graph capture fails with "No module named 'cutlass'" (FACTS.md).
     printf 'import site\nsite.addsitedir(%r)\n' "$SITE" > "$SITE/sitecustomize.py"
     touch "$SITE/.installed"
-    echo "installed $(ls "$STATE"/wheels/*.whl | wc -l) wheels into $SITE in $((SECONDS - start)) s"
+    wheels=("$STATE"/wheels/*.whl)
+    echo "installed ${#wheels[@]} wheels into $SITE in $((SECONDS - start)) s"
     ;;
   *)
     echo "usage: $0 receive N | install" >&2

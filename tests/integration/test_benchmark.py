@@ -215,8 +215,8 @@ def test_module_figures_agree_with_vllm_counters(run_playbook, tmp_path):
         server.stop()
     run = json.loads(result_path.read_text())['runs'][0]
     deltas = counter_deltas(before, after)
-    print('llm_benchmark vs vLLM /metrics:', {k: run[k] for k in ('output_tokens', 'input_tokens', 'accept_length',
-                                                                   'tokens_per_chunk', 'output_throughput')}, deltas)
+    shown = ('output_tokens', 'input_tokens', 'accept_length', 'tokens_per_chunk', 'output_throughput')
+    print('llm_benchmark vs vLLM /metrics:', {k: run[k] for k in shown}, deltas)
     assert (run['completed'], run['failed']) == (8, 0)
     # Token totals: exactly what the engine counted.
     assert run['output_tokens'] == deltas['generation_tokens'] == 8 * 64

@@ -68,6 +68,9 @@ def test_sweep_on_the_simulator(run_playbook, tmp_path):
                     '--quality', '0.95'], check=True, capture_output=True)
     extra = sweep_vars(tmp_path, free_port())
     try:
+        checked = run_playbook('playbooks/benchmark.yml', inventory=LOCAL, extra_vars=extra, check=True, expect_rc=0)
+        assert 'Would measure baseline, depth 16, depth 10, depth 5 at concurrency 8' in checked.stdout
+        assert not (tmp_path / 'report').exists()
         result = run_playbook('playbooks/benchmark.yml', inventory=LOCAL, extra_vars=extra)
         sweep = {'result': result, 'dir': tmp_path / 'report' / 'localhost', 'port': extra['sglang_server_port']}
         check_sweep_succeeds_and_shows_its_progress(sweep)

@@ -149,7 +149,7 @@ class RequestRecord:
     """Timings and counts of one streamed request, built by :meth:`feed` per event."""
 
     __slots__ = ('start', 'ttft', 'end', 'last', 'gaps', 'chunks', 'output_tokens', 'prompt_tokens',
-                 'verify_ct', 'accept_length', 'error', '_api')
+                 'verify_ct', 'accept_length', 'error', 'server_counted', '_api')
 
     def __init__(self, api, start):
         self._api = api
@@ -164,6 +164,8 @@ class RequestRecord:
         self.verify_ct = None
         self.accept_length = None
         self.error = None
+        # Whether the server gave its own token count (else one token per chunk was assumed).
+        self.server_counted = False
 
     @property
     def ok(self):
@@ -194,6 +196,8 @@ class RequestRecord:
                 self.prompt_tokens = usage['prompt_tokens']
         if total is None:
             total = self.output_tokens + (1 if carries_tokens else 0)
+        else:
+            self.server_counted = True
         new = total - self.output_tokens
         self.output_tokens = total
         if not carries_tokens or (new <= 0 and self.ttft is not None):
@@ -552,6 +556,7 @@ def aggregate(records, duration, concurrency, cpu_seconds):
         'output_throughput': output_tokens / duration if duration > 0 else None,
         'total_throughput': ((input_tokens or 0) + output_tokens) / duration if duration > 0 else None,
         'tokens_per_chunk': output_tokens / chunks if chunks else None,
+        'output_tokens_counted_by_server': all(r.server_counted for r in done) if done else None,
         'ttft_ms': summarize([r.ttft for r in done], 1000.0),
         'itl_ms': summarize(gaps, 1000.0),
         'tpot_ms': summarize([r.tpot for r in done if r.tpot is not None], 1000.0),

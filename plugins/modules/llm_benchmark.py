@@ -214,6 +214,12 @@ runs:
       description: Mean generated tokens per streamed chunk (above 1 with speculative decoding).
       type: float
       sample: 3.9
+    output_tokens_counted_by_server:
+      description:
+        - Whether the server reported the token count of every request (C(meta_info) or streamed C(usage)).
+          When false, one token per chunk was counted (a lower bound) and the module warns.
+      type: bool
+      sample: true
     ttft_ms:
       description: Time to first token in milliseconds, with keys C(mean), C(p50), C(p90), C(p99).
       type: dict
@@ -355,6 +361,11 @@ def main():
         http_library=client.http_library,
     )
     for run in result['runs']:
+        if run['output_tokens_counted_by_server'] is False:
+            module.warn('at concurrency %d the server did not say how many tokens each streamed chunk held (no usage '
+                        'in the stream), so one token per chunk was counted: %d tokens, the server counted %s'
+                        % (run['concurrency'], run['output_tokens'],
+                           run['server_counters'].get('generation_tokens', 'nothing (no /metrics)')))
         if run['client_cpu_utilisation'] is not None and run['client_cpu_utilisation'] > 0.9:
             module.warn('at concurrency %d the benchmark client used %.0f%% of a CPU core: the figures may be '
                         'limited by the client, not the server' % (run['concurrency'], 100 * run['client_cpu_utilisation']))

@@ -105,7 +105,7 @@ def test_recorded_sglang_stream_without_usage_counts_chunks():
     # Real SGLang 0.5.15 /v1/completions stream (asked without stream_options): 8 chunks.
     lines = fixture('eagle3-good-mid', 'stream.txt').splitlines()
     record = bm.consume_stream(lines, bm.RequestRecord('completions', 0.0), Clock())
-    assert record.ok and record.chunks == 8 and record.output_tokens == 8
+    assert record.ok and record.chunks == 8 and record.output_tokens == 8 and not record.server_counted
     assert record.ttft == pytest.approx(0.01) and len(record.gaps) == 7
 
 
@@ -117,6 +117,7 @@ def test_final_usage_chunk_corrects_the_token_count():
     lines = lines[:done] + [b'data: ' + usage] + lines[done:]
     record = bm.consume_stream(lines, bm.RequestRecord('completions', 0.0), Clock())
     assert (record.output_tokens, record.prompt_tokens, record.chunks) == (32, 5, 8)
+    assert record.server_counted
 
 
 def test_continuous_usage_counts_several_tokens_per_chunk():
@@ -337,6 +338,7 @@ def test_benchmark_end_to_end(api, accept, source, library):
     for run in runs:
         assert (run['completed'], run['failed'], run['output_tokens'], run['input_tokens']) == (6, 0, 72, 18)
         assert run['tokens_per_chunk'] == 3.0
+        assert run['output_tokens_counted_by_server'] is True
         assert run['server_counters'] == {'generation_tokens': 72.0}
         assert run['accept_length_source'] == source
         assert run['accept_length'] == (accept or 2.5)

@@ -102,3 +102,18 @@ def test_busy_client_warns(capsys, monkeypatch):
 ])
 def test_server_args_mask_secrets_and_drop_internal_state(info, expected):
     assert llm_benchmark._server_args(info) == expected
+
+
+def test_warns_when_the_server_gives_no_token_counts(capsys, monkeypatch):
+    def fake(*args, **kwargs):
+        record = bm.RequestRecord('completions', 0.0)
+        record.ttft, record.end, record.output_tokens, record.chunks = 0.1, 1.0, 8, 8
+        run = bm.aggregate([record], 1.0, 2, 0.01)
+        run['server_counters'] = {'generation_tokens': 30.0}
+        return {'runs': [run], 'server_info': None, 'model': 'm'}
+    monkeypatch.setattr(bm, 'benchmark', fake)
+    code, result = run_module(capsys, {'url': 'http://127.0.0.1:1'})
+    assert code == 0 and result['runs'][0]['output_tokens_counted_by_server'] is False
+    assert ('at concurrency 2 the server did not say how many tokens each streamed chunk held (no usage in the '
+            'stream), so one token per chunk was counted: 8 tokens, the server counted 30.0') in [
+        w['event']['msg'] for w in result['warnings']]

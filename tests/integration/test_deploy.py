@@ -232,7 +232,7 @@ def engine_models(tmp_dir):
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize('drafter, accepted', [('good', True), ('random', False)])
+@pytest.mark.parametrize('drafter, accepted', [('good-layers0', True), ('random-layers0', False)])
 def test_vllm_engine_through_the_role(drafter, accepted, run_playbook, tmp_path_factory):
     """The real vLLM CPU engine (tests/engines) deployed through the role on this machine:
     the good drafter passes the acceptance floor, the random one fails it."""

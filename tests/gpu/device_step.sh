@@ -27,12 +27,23 @@ case "${1:-}" in
     rm -rf "$STATE/wheels" && mkdir -p "$STATE/wheels"
     for ((i = 0; i < count; i++)); do cat "$STATE/parts/$i"; done | tar -C "$STATE/wheels" -xf -
     (cd "$STATE/wheels" && sha256sum --quiet -c "$STATE/SHA256SUMS")
+    # pip download may keep one version under two platform tags; two copies stop pip.
+    python3 - "$STATE/wheels" <<'PY'
+import os
+import sys
+seen = set()
+for name in sorted(os.listdir(sys.argv[1])):
+    key = tuple(name.split('-')[:2])
+    if key in seen:
+        os.remove(os.path.join(sys.argv[1], name))
+    seen.add(key)
+PY
     start=$SECONDS
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target "$SITE" "$STATE"/wheels/*.whl
     # Packages with .pth files (nvidia-cutlass-dsl) need their site dir processed, or the
     # draft CUDA-graph capture fails with "No module named 'cutlass'" (FACTS.md).
-    printf 'import site\nsite.addsitedir(%r)\n' "$SITE" > "$SITE/sitecustomize.py"
+    printf 'import site\nsite.addsitedir("%s")\n' "$SITE" > "$SITE/sitecustomize.py"
     touch "$SITE/.installed"
     wheels=("$STATE"/wheels/*.whl)
     echo "installed ${#wheels[@]} wheels into $SITE in $((SECONDS - start)) s"

@@ -60,8 +60,9 @@ stage_build() {
   return "$rc"
 }
 
+# Some deploy tests serve the real vLLM CPU engine through the role: install it first.
 stage_integration() {
-  python -m pytest -q -p no:cacheprovider tests/integration
+  tests/engines/install_vllm.sh && python -m pytest -q -p no:cacheprovider tests/integration
 }
 
 # The real vLLM CPU engine: a cached venv of its own (cold about 100 s, warm instant).

@@ -47,6 +47,7 @@ NS_DIRS = ('/run', '/opt', '/srv', '/var/log', '/root')
 SSHD = '/usr/sbin/sshd'
 LOCK_FILE = '/tmp/llmops-fleet.lock'
 STATE_FILE = 'fleet.json'
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Units of this machine that are enabled but useless (and slow) in the booted test host.
 NSPAWN_MASKED_UNITS = ('postgresql.service', 'e2scrub_reap.service', 'systemd-networkd-wait-online.service',
                        'getty@.service', 'console-getty.service', 'apt-daily.timer', 'apt-daily-upgrade.timer',
@@ -414,6 +415,9 @@ class Fleet:
         self._spawn(name, ['systemd-nspawn', '--quiet', '--register=no', '--keep-unit', '--console=read-only',
                            '--machine=' + host['netns'], '--hostname=' + name,
                            '--network-namespace-path=/run/netns/' + host['netns'],
+                           # nspawn gives the container its own /tmp: a checkout under /tmp (as
+                           # CI's clone may be) must be bound in to stay visible there.
+                           '--bind=' + REPO_ROOT,
                            '-D', os.path.join(host['dir'], 'fs', 'root'), '--boot'],
                     die_with_parent, os.path.join(host['dir'], 'console.log'))
 

@@ -180,3 +180,10 @@ def test_failed_up_tears_down(tmp_path, monkeypatch):
         broken.up(ns_hosts=1)
     assert fleet_lib.leftovers('fa11', tmp_path) == []
     assert broken.id is None and not (tmp_path / 'fleet.json').exists()
+
+
+def test_checkout_visible_on_every_host(fleet):
+    """The test doubles run from the checkout on every host, the nspawn host included, even
+    when the checkout lives under /tmp (systemd-nspawn gives its container a private /tmp)."""
+    for host in NS + ['sd1']:
+        assert fleet.ssh(host, 'test -f %s' % NVSIM, check=False).returncode == 0, host

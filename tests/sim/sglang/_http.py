@@ -15,6 +15,7 @@ from sglang._engine import token_text
 
 UNAUTHORIZED = {'error': 'Unauthorized'}
 HEALTH_CHECK_TIMEOUT = 20.0
+HEALTH_CHECK_INTERVAL = 1.0
 SLOW_HEALTH_SECONDS = 1.5
 FLUSHED = ('Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, '
            'the operation will not be performed.)\n')
@@ -31,16 +32,31 @@ def _dumps(data):
     return json.dumps(data, separators=(',', ':'))
 
 
+def _usage(prompt, completion):
+    return {'prompt_tokens': prompt, 'total_tokens': prompt + completion, 'completion_tokens': completion,
+            'prompt_tokens_details': None, 'reasoning_tokens': 0}
+
+
 def _prompt_tokens(text):
     return max(1, len(text.encode('utf-8')) // 4 + 1)
 
 
 class Handler(BaseHTTPRequestHandler):
-    server_version = 'uvicorn'
+    protocol_version = 'HTTP/1.1'
     sim = None  # the Server, set by make_server
 
     def log_message(self, format, *args):  # pylint: disable=redefined-builtin
         pass
+
+    def version_string(self):
+        return 'uvicorn'  # recorded ``server: uvicorn`` (http.server would append the Python version)
+
+    def end_headers(self):
+        # As recorded (SGLang's CORS middleware, uvicorn answering a client that asked to close).
+        self.send_header('vary', 'Origin')
+        if self.close_connection:
+            self.send_header('connection', 'close')
+        BaseHTTPRequestHandler.end_headers(self)
 
     # ------------------------------------------------------------ plumbing
     def _send(self, status, body=b'', content_type='application/json'):
@@ -49,7 +65,8 @@ class Handler(BaseHTTPRequestHandler):
         elif isinstance(body, str):
             body = body.encode()
         self.send_response(status)
-        self.send_header('content-type', content_type)
+        if content_type:
+            self.send_header('content-type', content_type)
         self.send_header('content-length', str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -81,7 +98,7 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split('?')[0]
         if self.server.dummy:
             if path == '/health':
-                return self._send(200)
+                return self._send(200, content_type=None)
             return self._send(404, {'detail': 'Not Found'})
         if not self._authorized(path):
             return self._send(401, UNAUTHORIZED)
@@ -115,18 +132,22 @@ class Handler(BaseHTTPRequestHandler):
         if fault == 'slow_health':
             time.sleep(SLOW_HEALTH_SECONDS)
         if sim.status != 'ready':
-            return self._send(503)
+            return self._send(503, content_type=None)
         if fault == 'health_flap':
             with sim.lock:
                 sim.health_calls += 1
                 flap = sim.health_calls % 2 == 0
             if flap:
-                return self._send(503)
+                return self._send(503, content_type=None)
+        # SGLang runs a 1-token generation and looks for its output once a second: a healthy
+        # answer takes at least one such interval (recorded: 1.003 s), scaled here by the speed.
+        began = time.monotonic()
         req = sim.engine.submit(1, 1)
-        deadline = time.monotonic() + HEALTH_CHECK_TIMEOUT
+        deadline = began + HEALTH_CHECK_TIMEOUT
         while not req.done and time.monotonic() < deadline:
             req.next_chunk(0.5)
-        return self._send(200 if req.done else 503)
+        time.sleep(max(0.0, began + HEALTH_CHECK_INTERVAL * sim.config.speed - time.monotonic()))
+        return self._send(200 if req.done else 503, content_type=None)
 
     def server_info(self, body):
         sim = self.sim
@@ -202,10 +223,9 @@ class Handler(BaseHTTPRequestHandler):
     def _stream_start(self):
         self.send_response(200)
         self.send_header('content-type', 'text/event-stream; charset=utf-8')
-        self.send_header('connection', 'close')
+        self.close_connection = True
         self.end_headers()
         self._logged(200)
-        self.close_connection = True
 
     def _event(self, data):
         self.wfile.write(('data: %s\n\n' % (data if isinstance(data, str) else _dumps(data))).encode())
@@ -252,6 +272,9 @@ class Handler(BaseHTTPRequestHandler):
         created = int(time.time())
         obj = 'chat.completion' if chat else 'text_completion'
         if body.get('stream'):
+            # SGLang's should_include_usage: a final usage chunk with include_usage, usage on
+            # every chunk with continuous_usage_stats (each independently of the other).
+            options = body.get('stream_options') or {}
             self._stream_start()
             first = [True]
 
@@ -266,10 +289,15 @@ class Handler(BaseHTTPRequestHandler):
                     choice = {'index': 0, 'text': piece, 'logprobs': None, 'finish_reason': 'length' if last else None,
                               'matched_stop': None}
                 first[0] = False
+                usage = _usage(prompt, req.output) if options.get('continuous_usage_stats') else None
                 self._event({'id': rid, 'object': obj + ('.chunk' if chat else ''), 'created': created, 'model': model,
-                             'choices': [choice], 'usage': None})
+                             'choices': [choice], 'usage': usage})
 
-            self._run(prompt, max_new, chunk)
+            req = self._run(prompt, max_new, chunk)[0]
+            if options.get('include_usage'):
+                usage = dict((k, v) for k, v in _usage(prompt, req.output).items() if v is not None)
+                self._event({'id': rid, 'object': obj + ('.chunk' if chat else ''), 'created': created, 'model': model,
+                             'choices': [], 'usage': usage})
             self._event('[DONE]')
             return None
         req, text = self._run(prompt, max_new)
@@ -280,9 +308,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             choice = {'index': 0, 'text': text, 'logprobs': None, 'finish_reason': 'length', 'matched_stop': None}
         return self._send(200, {'id': rid, 'object': obj, 'created': created, 'model': model, 'choices': [choice],
-                                'usage': {'prompt_tokens': prompt, 'total_tokens': prompt + req.output,
-                                          'completion_tokens': req.output, 'prompt_tokens_details': None,
-                                          'reasoning_tokens': 0},
+                                'usage': _usage(prompt, req.output),
                                 'metadata': {'weight_version': 'default'}})
 
     def completions(self, body):

@@ -9,6 +9,7 @@ then 200 and ``The server is fired up and ready to roll!``. See README.md.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,12 +25,18 @@ from sglang import _args, _drafter, _flags, _http
 from sglang._engine import Engine
 
 PHASES = ('imports', 'load', 'graphs', 'warmup')
-DEFAULT_PHASES = {'imports': 2.0, 'load': 3.0, 'graphs': 2.0, 'warmup': 1.0}
+DEFAULT_PHASES = {'imports': 2.0, 'load': 3.0, 'graphs': 2.0, 'warmup': 4.0}
+TERM_DRAIN_SECONDS = 1.0
 FAULTS = ('oom', 'health_flap', 'slow_health', 'warmup_fail')
 PREFILL_TOKENS = ('[4, 8, 12, 16, 20, 24, 28, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, '
                   '352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 832, 896, 960, 1024, 1280, 1536, 1792, 2048, 2304, 2560, '
                   '2816, 3072, 3328, 3584, 3840, 4096, 4608, 5120, 5632, 6144, 6656, 7168, 7680, 8192]')
 GB = 1024.0
+# Memory a scheduler holds beyond mem_fraction_static * total (CUDA context, graphs, activations):
+# the H200 recordings at --mem-fraction-static 0.3 show 45242-45254 MiB for 0.3 * 143771 = 43131.
+OVERHEAD_MIB = 2117
+LOADING = ('Multi-thread loading shards:   0%% Completed | 0/1 [00:00<?, ?it/s]'
+           'Multi-thread loading shards: 100%% Completed | 1/1 [00:00<00:00, %.2fit/s]\n')
 
 
 class Fatal(Exception):
@@ -173,13 +180,16 @@ class Server(_http.Counters):
         return gpus, indexes, free
 
     def spawn_children(self, indexes):
-        """Scheduler processes (one per TP rank), like SGLang's ``sglang::scheduler_TP<n>``."""
+        """Scheduler processes (one per TP rank), like SGLang's ``sglang::scheduler_TP<n>``, then the detokenizer.
+
+        Only the schedulers hold GPU memory (``hold`` pairs them with the GPUs in order).
+        """
         env = dict(os.environ)
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env['PYTHONPATH'] = here + os.pathsep + env.get('PYTHONPATH', '')
         env['SGLANG_SIM_ORPHAN_SECONDS'] = str(self.config.orphan_seconds)
-        for rank in range(len(indexes)):
-            title = 'sglang::scheduler_TP%d' % rank if len(indexes) > 1 else 'sglang::scheduler'
+        titles = ['sglang::scheduler_TP%d' % rank if len(indexes) > 1 else 'sglang::scheduler' for rank in range(len(indexes))]
+        for title in titles + ['sglang::detokenizer']:
             child = subprocess.Popen([title, '-m', 'sglang._scheduler', str(os.getpid())], executable=sys.executable, env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             child.title = title
@@ -224,7 +234,7 @@ class Server(_http.Counters):
         self.pause('load', 0.4)
         avail = free[local] / GB
         log('Load weight begin. avail mem=%.2f GB' % avail)
-        self.log.raw('Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 137.55it/s]\n')
+        self.log.raw(LOADING % 189.86)
         archs = _args.read_model_config(a['model_path']).get('architectures') or ['LlamaForCausalLM']
         log('Load weight end. elapsed=0.13 s, type=%s, avail mem=%.2f GB, mem usage=%.2f GB.'
             % (archs[0], avail - weights / GB, weights / GB))
@@ -239,22 +249,24 @@ class Server(_http.Counters):
             raise Fatal('RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.')
         if self.config.fault == 'oom':
             raise Fatal(_oom_text(local, total, free[local] - weights, rest + 2048))
-        tokens = int(rest * 1024 * 1024 / (2 * 2 * 4 * 64 * 4 * 2))
+        # One token costs K and V (bf16) of every layer, target and drafter (one layer) alike.
+        layers, per_layer = _kv_shape(a['model_path'], a['tp_size'])
+        drafter_layers = 1 if self.spec else 0
+        tokens = int(rest * 1024 * 1024 / (2 * per_layer * (layers + drafter_layers)))
         self.max_total_num_tokens = tokens
-        kv_gb = rest / GB / (1.25 if self.spec else 1.0)
-        log('KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, K size: %.2f GB, V size: %.2f GB' % (tokens, kv_gb / 2, kv_gb / 2))
-        log('Memory pool end. avail mem=%.2f GB' % (avail - weights / GB - kv_gb))
-        if self.spec:
-            log('KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, K size: %.2f GB, V size: %.2f GB' % (tokens, kv_gb / 8, kv_gb / 8))
-            kv_gb *= 1.25
+        kv_gb = 0.0
+        for count in [layers] + [drafter_layers] * drafter_layers:
+            k_gb = tokens * per_layer * count / 1024.0 ** 3
+            kv_gb += 2 * k_gb
+            log('KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, K size: %.2f GB, V size: %.2f GB' % (tokens, k_gb, k_gb))
             log('Memory pool end. avail mem=%.2f GB' % (avail - weights / GB - kv_gb))
-        hold = [max(weights, total * a['mem_fraction_static'] - other) for other in others]
+        hold = [max(weights, total * a['mem_fraction_static'] - other) + OVERHEAD_MIB for other in others]
         self.hold(indexes, hold)
         self.memory_usage = {'weight': round(weights / GB, 2), 'kvcache': round(kv_gb, 2), 'token_capacity': tokens, 'graph': 0.04}
-        self.capture_graphs(avail - weights / GB - kv_gb)
+        left = self.capture_graphs(avail - weights / GB - kv_gb)
         log('max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, '
             'available_gpu_mem=%.2f GB' % (tokens, a['chunked_prefill_size'], a['max_prefill_tokens'],
-                                           a['max_running_requests'] or 4096, self.context_length, avail - weights / GB - kv_gb - 0.3))
+                                           a['max_running_requests'] or 4096, self.context_length, left))
         log('Tree cache initialized: source=default impl=RadixCache hybrid_swa=False hybrid_ssm=False hierarchical=False '
             'streaming_wrapped=False')
 
@@ -271,29 +283,31 @@ class Server(_http.Counters):
             raise Fatal('OSError: cannot read the drafter checkpoint %s: %s' % (a['speculative_draft_model_path'], exc))
         if self.drafter['crash']:
             raise Fatal(self.drafter['crash'])
-        self.log.raw('Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 588.84it/s]\n')
+        self.log.raw(LOADING % 478.97)
         log('Load weight end. elapsed=0.01 s, type=%s, avail mem=%.2f GB, mem usage=0.00 GB.' % (self.drafter['architecture'], avail))
 
     def capture_graphs(self, avail):
         a, log = self.args, self.log
         bs = a['cuda_graph_config']['decode']['bs']
         n = self.draft_tokens
-        steps = [('target prefill', 'backend=breakable, num_tokens=%s' % PREFILL_TOKENS)]
+        # (name, detail, GB used): the recorded graphs' memory
+        steps = [('target prefill', 'backend=breakable, num_tokens=%s' % PREFILL_TOKENS, 0.15)]
         if self.spec:
-            steps += [('target verify', 'backend=full, num_tokens_per_bs=%d, bs=%s' % (n, bs)),
-                      ('draft prefill', 'backend=breakable, num_tokens=%s' % PREFILL_TOKENS),
-                      ('draft decode', 'backend=full, num_tokens_per_bs=1, bs=%s' % bs),
-                      ('draft extend', 'backend=full, num_tokens_per_bs=%d, bs=%s' % (n, bs))]
+            steps += [('target verify', 'backend=full, num_tokens_per_bs=%d, bs=%s' % (n, bs), 0.04),
+                      ('draft prefill', 'backend=breakable, num_tokens=%s' % PREFILL_TOKENS, 0.12),
+                      ('draft decode', 'backend=full, num_tokens_per_bs=1, bs=%s' % bs, 0.04),
+                      ('draft extend', 'backend=full, num_tokens_per_bs=%d, bs=%s' % (n, bs), 0.04)]
         else:
-            steps += [('target decode', 'backend=full, num_tokens_per_bs=1, bs=%s' % bs)]
-        for number, (name, detail) in enumerate(steps):
+            steps += [('target decode', 'backend=full, num_tokens_per_bs=1, bs=%s' % bs, 0.04)]
+        for number, (name, detail, used) in enumerate(steps):
             log('Capture %s CUDA graph begin. %s, avail mem=%.2f GB' % (name, detail, avail))
             self.pause('graphs', 1.0 / len(steps))
             if number == len(steps) - 1:
                 self.crash_point('graphs')
-            log('Capture %s CUDA graph end. elapsed=%.2f s, mem usage=0.04 GB, avail mem=%.2f GB.'
-                % (name, self.config.seconds('graphs', 1.0 / len(steps)), avail - 0.04))
-            avail -= 0.04
+            avail -= used
+            log('Capture %s CUDA graph end. elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.'
+                % (name, self.config.seconds('graphs', 1.0 / len(steps)), used, avail))
+        return avail
 
     def quality(self):
         if not self.spec:
@@ -313,6 +327,8 @@ class Server(_http.Counters):
             self.kill_tree()
         log('INFO:     Started server process [%d]' % os.getpid())
         log('INFO:     Waiting for application startup.')
+        if not _tokenizer_has(a['tokenizer_path'] or a['model_path'], ('yes', 'no')):
+            log('Using fallback token IDs for yes/no (9693/2152)')
         log('INFO:     Application startup complete.')
         log('INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)' % (a['host'], a['port']))
         threading.Thread(target=self.httpd.serve_forever, name='http', daemon=True).start()
@@ -320,6 +336,8 @@ class Server(_http.Counters):
             self.status = 'ready'
             return
         self.crash_point('warmup')
+        # SGLang's warm-up thread first waits for /model_info, then sends one /generate.
+        _http.access_log(self, '127.0.0.1:43440', 'GET', '/model_info', 200)
         self.pause('warmup')
         if self.config.fault == 'warmup_fail':
             log('Initialization failed. warmup error: Traceback (most recent call last):\n'
@@ -352,6 +370,9 @@ class Server(_http.Counters):
             return
         self.stopping = True
         self.log('SIGTERM received. signum=None frame=None. Draining requests and shutting down...')
+        # SGLang drains before it ends its children: a stopper that signals the whole process
+        # group finds every child still alive (as recorded), not gone before its signal.
+        time.sleep(TERM_DRAIN_SECONDS * self.config.speed)
         self.kill_children()
         self.log('Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].')
         os._exit(0)
@@ -364,6 +385,27 @@ def _weights_mib(model_path):
             if name.endswith(('.safetensors', '.bin')):
                 total += os.path.getsize(os.path.join(model_path, name))
     return total / 1024.0 / 1024.0
+
+
+def _kv_shape(model_path, tp_size):
+    """(layers, bytes of K for one token in one layer on one rank) from the model's config.json."""
+    config = _args.read_model_config(model_path)
+    heads = config.get('num_attention_heads') or 32
+    kv_heads = max(1, (config.get('num_key_value_heads') or heads) // tp_size)
+    head_dim = config.get('head_dim') or (config.get('hidden_size') or 4096) // heads
+    return config.get('num_hidden_layers') or 32, kv_heads * head_dim * 2
+
+
+def _tokenizer_has(folder, words):
+    """Whether tokenizer.json's vocabulary holds every word as one token (unknown: assume it does)."""
+    try:
+        with open(os.path.join(folder, 'tokenizer.json'), encoding='utf-8') as f:
+            vocab = json.load(f)['model']['vocab']
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    if isinstance(vocab, list):  # Unigram: [token, score] pairs
+        vocab = [item[0] for item in vocab]
+    return all(word in vocab for word in words)
 
 
 def _oom_text(index, total_mib, free_mib, want_mib):

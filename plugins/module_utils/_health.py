@@ -49,10 +49,14 @@ PHASE_PATTERNS = (
     ('distributed_init', r'Init torch distributed begin|init_distributed_environment|world_size=\d+ rank=\d+'),
     # SGLang "Load weight begin." / vLLM "Starting to load model ...", "Loading weights took"
     ('load_weights', r'Load weight begin|Starting to load model|Loading model from|Loading (safetensors|weights)'),
+    # vLLM compiles during its memory profiling, before it sizes the KV cache. Only lines
+    # that vLLM writes when it does compile: "Enforce eager set, disabling torch.compile"
+    # (every --enforce-eager start) must not count.
+    ('compile', r"Using cache directory: .* for vLLM's torch\.compile|vLLM's torch\.compile cache is disabled|"
+                r'Dynamo bytecode transform time|Compiling a graph for|Directly load the compiled graph|'
+                r'torch\.compile took [\d.]+ s in total'),
     # SGLang "KV Cache is allocated", vLLM "GPU KV cache size:" / "# GPU blocks:"
     ('kv_cache', r'KV Cache is allocated|KV cache size|# [CG]PU blocks'),
-    # vLLM torch.compile
-    ('compile', r'torch\.compile|Compiling a graph|Dynamo bytecode transform'),
     # SGLang "Capture cuda graph begin" / "Capture target prefill CUDA graph begin",
     # vLLM "Capturing CUDA graph shapes" / "Capturing CUDA graphs"
     ('cuda_graphs', r'Capture .*cuda graph begin|Capturing cuda graph'),
@@ -111,6 +115,63 @@ def find_fatal(line, compiled):
         if regex.search(line):
             return regex.pattern
     return None
+
+
+# --------------------------------------------------------------------------------------
+# Exceptions. The fatal patterns catch a traceback by its first line; the cause is on its
+# last one ("ValueError: There is no module or parameter named ..."), 46 lines later in
+# vLLM, where every line of a worker's traceback carries the worker's prefix
+# "(Worker pid=N) ERROR 12-02 10:16:15 [file.py:953] ". SGLang writes "[date] Scheduler
+# hit an exception: Traceback ..." and then the traceback without prefixes.
+# --------------------------------------------------------------------------------------
+_LOG_PREFIX_RE = re.compile(
+    r'(?P<source>\(\w+ pid=\d+\) )?'
+    r'(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] '
+    r'|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\] )?')
+_TRACEBACK_RE = re.compile(r'Traceback \(most recent call last\):\s*$')
+# "ValueError: msg", "torch.OutOfMemoryError: msg", "Exception: msg", bare "AssertionError"
+_EXCEPTION_RE = re.compile(r'(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*)(?:: (?P<message>\S.*)|:?\s*)$')
+_BARE_EXCEPTION_RE = re.compile(r'(Error|Exception|Exit|Interrupt)$')
+MAX_EXCEPTIONS = 10
+MAX_EXCEPTION_CHARS = 500
+
+
+class TracebackTracker(object):
+    """Collects the exception lines that end Python tracebacks in a log, in order.
+
+    Tracebacks of several processes may interleave; each is followed by its log prefix
+    (vLLM's ``(Worker pid=N)``, none for SGLang). State is a plain dict (``export()``).
+    """
+
+    def __init__(self, state=None):
+        state = state or {}
+        self.open = list(state.get('open', []))
+        self.exceptions = list(state.get('exceptions', []))
+
+    def export(self):
+        return {'open': self.open, 'exceptions': self.exceptions}
+
+    def feed(self, line):
+        """Look at one display line; returns the exception line it ends a traceback with, or None."""
+        prefix = _LOG_PREFIX_RE.match(line)
+        source = (prefix.group('source') or '').strip()
+        body = line[prefix.end():]
+        if _TRACEBACK_RE.search(body):
+            if source not in self.open:
+                self.open.append(source)
+            return None
+        if source not in self.open or not body or body[0].isspace():
+            return None
+        match = _EXCEPTION_RE.match(body)
+        if match is None or (match.group('message') is None and not _BARE_EXCEPTION_RE.search(match.group('name'))):
+            return None  # a line of another process between the traceback's lines
+        self.open.remove(source)
+        body = body.rstrip()
+        if len(body) > MAX_EXCEPTION_CHARS:
+            body = body[:MAX_EXCEPTION_CHARS] + '...'
+        if body not in self.exceptions and len(self.exceptions) < MAX_EXCEPTIONS:
+            self.exceptions.append(body)
+        return body
 
 
 def phase_rank(name):
@@ -562,6 +623,7 @@ STATUS_TIMEOUT = 'timeout'
 STATUS_WAITING = 'waiting'   # slice over, nothing decided yet: call again
 
 FATAL_GRACE = 0.5   # seconds to keep reading after a fatal line (rest of the traceback, exit)
+FATAL_GRACE_MAX = 1.5  # ... and at most this long while a traceback has not reached its exception line
 FATAL_CONTEXT = 40  # lines kept after a fatal line
 _MAX_NEW_LINES = 500
 
@@ -627,6 +689,7 @@ class Waiter(object):
         self.last_progress = state.get('last_progress', 0.0)
         self.last_probe = state.get('last_probe')
         self.tail = list(state.get('tail', []))
+        self.tracebacks = TracebackTracker(state.get('tracebacks'))
         self.new_lines = []
         self.fatal = None
         self.exit = None
@@ -639,12 +702,16 @@ class Waiter(object):
 
     def export(self):
         return {'phase': self.phase, 'phases': self.phases, 'streak': self.streak,
-                'last_progress': self.last_progress, 'last_probe': self.last_probe, 'tail': self.tail}
+                'last_progress': self.last_progress, 'last_probe': self.last_probe, 'tail': self.tail,
+                'tracebacks': self.tracebacks.export()}
 
     def _enter_phase(self, name, line=None):
         if name == self.phase or (name == WARMUP and phase_rank(self.phase) >= phase_rank(WARMUP)):
             return
-        self.phase = name
+        # the current phase never goes back: SGLang initialises and loads the drafter
+        # ("Init torch distributed begin" again) after the target's weights
+        if phase_rank(name) > phase_rank(self.phase):
+            self.phase = name
         if name not in [p['phase'] for p in self.phases]:
             entry = {'phase': name, 'elapsed': self.elapsed()}
             if line:
@@ -658,6 +725,7 @@ class Waiter(object):
                 continue
             self.new_lines.append(line)
             self.tail.append(line)
+            self.tracebacks.feed(line)
             pattern = find_fatal(raw, self.fatal_res)
             if self.fatal is not None:
                 if len(self.fatal['context']) < FATAL_CONTEXT:
@@ -737,7 +805,8 @@ class Waiter(object):
                 return STATUS_CRASHED
             if self.fatal is not None:
                 # keep reading the rest of the traceback (and maybe see the process exit)
-                if time.monotonic() - self._fatal_at >= FATAL_GRACE:
+                waited = time.monotonic() - self._fatal_at
+                if waited >= FATAL_GRACE and (not self.tracebacks.open or waited >= FATAL_GRACE_MAX):
                     return STATUS_FATAL_LOG
             else:
                 for probe in prober.take():

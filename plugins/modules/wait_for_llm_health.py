@@ -28,7 +28,12 @@ description:
     finished; other 5xx, other answers (wrong O(health_path) or API key), timeouts and TLS
     errors are reported as such.
   - Startup phases are recognised from SGLang and vLLM log lines (matched loosely, since
-    versions reword them) and from the health answers.
+    versions reword them) and from the health answers. Each phase is listed once, when it
+    first began (SGLang initialises and loads the drafter after the target), and the
+    current phase never goes back. C(compile) is vLLM's torch.compile, only when it runs
+    (not on V(--enforce-eager) starts).
+  - A failure message lists the exception lines that ended the tracebacks in the log
+    (C(ValueError: ...)), so the cause shows even when the traceback is long.
   - After the server is ready, O(smoke) sends one real generation and checks it produced
     tokens; O(min_accept_length) then fails the task when speculative decoding is on and
     the drafter's acceptance length is below the floor (a drafter that loaded with the wrong
@@ -264,7 +269,7 @@ elapsed:
   type: float
   sample: 97.4
 phase:
-  description: Startup phase at the verdict.
+  description: Startup phase at the verdict (the furthest one reached).
   returned: always
   type: str
   sample: ready
@@ -297,6 +302,17 @@ fatal_line:
   returned: when a fatal line was seen
   type: list
   elements: str
+exceptions:
+  description:
+    - The lines that ended the Python tracebacks in the log (C(ValueError: ...)), in order, without
+      the engine's log prefix: the first is usually the root cause, the later ones wrap it (vLLM's
+      C(RuntimeError: Engine core initialization failed)). Also in the failure message.
+  returned: when a traceback in the log reached its exception line
+  type: list
+  elements: str
+  sample:
+    - "ValueError: There is no module or parameter named 'draft_model' in Eagle3LlamaForCausalLM."
+    - "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"
 exit_code:
   description: Exit code of the server process (negative signal number when killed); null when unknown.
   returned: when RV(status) is V(crashed)
@@ -450,6 +466,9 @@ def failure_message(status, waiter, process, params, elapsed, notes):
         msg = 'the server at %s was not ready %s (timeout %.0f s); last health: %s' % (
             params['url'], where, params['timeout'], health)
     parts = [msg]
+    if waiter.tracebacks.exceptions:
+        parts.append('exceptions that ended the tracebacks (the root cause first):\n' +
+                     '\n'.join('  ' + line for line in waiter.tracebacks.exceptions))
     if waiter.fatal is not None:
         parts.append('fatal log lines:\n' + '\n'.join('  ' + line for line in waiter.fatal['matches'][:5]))
         parts.append('log from the first fatal line:\n' + '\n'.join(waiter.fatal['context']))
@@ -557,6 +576,8 @@ def main():
     )
     if waiter.fatal is not None:
         result['fatal_line'] = waiter.fatal['context']
+    if waiter.tracebacks.exceptions:
+        result['exceptions'] = waiter.tracebacks.exceptions
     if status == STATUS_WAITING:
         module.exit_json(**result)
     if log is not None and log.missing:

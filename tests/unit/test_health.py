@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -95,6 +96,129 @@ def test_phase_lines_of_sglang_and_vllm_versions(line, phase):
 def test_default_fatal_patterns(line, fatal):
     compiled = health.compile_patterns(health.DEFAULT_FATAL_PATTERNS)
     assert (health.find_fatal(line, compiled) is not None) is fatal
+
+
+# ------------------------------------------------------------------ real vLLM / SGLang logs
+UNIT_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures', 'health')
+VLLM_CRASH = os.path.join(UNIT_FIXTURES, 'vllm-0.32.0-cpu-crash-draft-model-prefix.log')
+VLLM_EAGER_START = os.path.join(UNIT_FIXTURES, 'vllm-0.32.0-cpu-enforce-eager-start.log')
+SGLANG_H200_START = os.path.join(UNIT_FIXTURES, 'sglang-0.5.15.post1-h200-eagle3-depth5-start.log')
+VLLM_ROOT_CAUSE = "ValueError: There is no module or parameter named 'draft_model' in Eagle3LlamaForCausalLM."
+VLLM_WRAPPER = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"
+
+
+def read_lines(path, count=None):
+    with open(path, 'rb') as fh:
+        lines = fh.read().decode('utf-8').split('\n')
+    return lines[:count]
+
+
+def exceptions_of(lines):
+    tracker = health.TracebackTracker()
+    for raw in lines:
+        tracker.feed(health.split_display_line(raw))
+    return tracker
+
+
+def test_vllm_crash_exceptions_root_cause_first_then_its_wrappers():
+    tracker = exceptions_of(read_lines(VLLM_CRASH))
+    assert tracker.exceptions[0].startswith(VLLM_ROOT_CAUSE)
+    assert len(tracker.exceptions[0]) == health.MAX_EXCEPTION_CHARS + 3  # the parameter set is cut
+    # the worker's prefix is gone; EngineCore's prefixed and unprefixed copies count once
+    assert tracker.exceptions[1:] == [
+        'Exception: WorkerProc initialization failed due to an exception in a background process. '
+        'See stack trace for root cause.',
+        VLLM_WRAPPER,
+    ]
+    assert tracker.open == []
+
+
+def test_sglang_scheduler_exception_ends_with_the_missing_module():
+    tracker = exceptions_of(read_lines(os.path.join(FIXTURES, 'failures', 'scheduler-exception-during-cuda-graph-capture.log')))
+    assert tracker.exceptions == ["ModuleNotFoundError: No module named 'cutlass'"]
+
+
+@pytest.mark.parametrize('path', [os.path.join(FIXTURES, run, 'log') for run in GOOD_RUNS] + [VLLM_EAGER_START, SGLANG_H200_START])
+def test_genuine_good_starts_have_no_exception(path):
+    assert exceptions_of(read_lines(path)).exceptions == []
+
+
+@pytest.mark.parametrize('lines, exceptions', [
+    # interleaved lines of other processes and warnings do not end a traceback
+    (['Traceback (most recent call last):', '  File "a.py", line 1, in <module>', '[x] INFO:     127.0.0.1 - "GET /health"',
+      '/opt/x/semantic.py:1670: UserWarning: tl.where is deprecated', '[x] Received sigquit from a child process.',
+      'AssertionError'], ['AssertionError']),
+    # the message of an exception line may be anything; a bare name must look like an exception
+    (['Traceback (most recent call last):', 'Done', 'torch.OutOfMemoryError: CUDA out of memory.'],
+     ['torch.OutOfMemoryError: CUDA out of memory.']),
+    # two processes' tracebacks, interleaved
+    (['(Worker pid=1) ERROR 12-02 10:16:15 [a.py:9] Traceback (most recent call last):',
+      '(EngineCore pid=2) ERROR 12-02 10:16:15 [b.py:9] Traceback (most recent call last):',
+      '(EngineCore pid=2) ERROR 12-02 10:16:15 [b.py:9]   File "b.py", line 2',
+      '(Worker pid=1) ERROR 12-02 10:16:15 [a.py:9] KeyError: \'lm_head.weight\'',
+      '(EngineCore pid=2) ERROR 12-02 10:16:15 [b.py:9] Exception: WorkerProc initialization failed'],
+     ["KeyError: 'lm_head.weight'", 'Exception: WorkerProc initialization failed']),
+    # an exception-looking line outside a traceback is not one
+    (['[x] Exception: not in a traceback'], []),
+])
+def test_traceback_tracker(lines, exceptions):
+    assert exceptions_of(lines).exceptions == exceptions
+
+
+@pytest.mark.parametrize('line, phase', [
+    # every --enforce-eager start of vLLM says this: it must not announce a compile
+    ('(APIServer pid=10461) WARNING 12-02 10:15:13 [vllm.py:1703] Enforce eager set, disabling torch.compile, '
+     'CUDAGraphs, and JIT kernel warmup. This is equivalent to setting -cc.mode=none', None),
+    ('(EngineCore pid=1) INFO 12-02 10:00:01 [backends.py:1105] Using cache directory: /root/.cache/vllm/torch_compile_cache/'
+     'a1b2/rank_0_0/backbone for vLLM\'s torch.compile', 'compile'),
+    ("(EngineCore pid=1) INFO 12-02 10:00:01 [backends.py:1102] vLLM's torch.compile cache is disabled.", 'compile'),
+    ('(EngineCore pid=1) INFO 12-02 10:00:09 [backends.py:1167] Dynamo bytecode transform time: 5.12 s', 'compile'),
+    ('(EngineCore pid=1) INFO 12-02 10:00:20 [monitor.py:20] torch.compile took 18.40 s in total', 'compile'),
+    ('[x] server_args=ServerArgs(enable_torch_compile=False, torch_compile_max_bs=32)', None),
+])
+def test_compile_phase_only_when_vllm_compiles(line, phase):
+    assert health.match_phase(line) == phase
+
+
+def test_genuine_vllm_eager_start_has_no_compile_phase():
+    phases, fatal = scan(VLLM_EAGER_START)
+    assert phases == ['distributed_init', 'load_weights', 'kv_cache', 'http_server']
+    assert fatal == []
+
+
+def unreachable_waiter(path):
+    return health.Waiter(open_url_request('http://127.0.0.1:%d' % free_port()), interval=0.1,
+                         log=health.LogFollower(str(path)))
+
+
+def test_genuine_sglang_h200_start_timeline(tmp_path):
+    """The phases of the recorded H200 run (events.jsonl of tests/gpu/results/2026-12-02-h200/
+    phase-a/h200-proof/03-deploy) from its server.log, announced by the right lines."""
+    waiter = unreachable_waiter(SGLANG_H200_START)
+    assert waiter.run(0.3) == health.STATUS_WAITING
+    assert [(p['phase'], p.get('line')) for p in waiter.phases] == [
+        ('launching', None),
+        ('distributed_init', '[2026-12-02 11:29:28] Init torch distributed begin.'),
+        ('load_weights', '[2026-12-02 11:29:34] Load weight begin. avail mem=139.09 GB'),
+        ('kv_cache', '[2026-12-02 11:29:36] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 17469560, '
+                     'K size: 16.66 GB, V size: 16.66 GB'),
+        ('cuda_graphs', [line for line in read_lines(SGLANG_H200_START) if 'CUDA graph begin' in line][0][:300]),
+        ('http_server', '[2026-12-02 11:30:32] INFO:     Application startup complete.'),
+        ('ready', '[2026-12-02 11:30:36] The server is fired up and ready to roll!'),
+    ]
+    assert waiter.phases[4]['line'].startswith('[2026-12-02 11:29:36] Capture target prefill CUDA graph begin. backend=')
+    assert waiter.phase == 'ready' and waiter.tracebacks.exceptions == [] and waiter.fatal is None
+
+
+def test_current_phase_stays_while_sglang_initialises_the_drafter(tmp_path):
+    lines = read_lines(SGLANG_H200_START)
+    drafter_init = [n for n, line in enumerate(lines) if 'Init torch distributed begin' in line][1]
+    log = tmp_path / 'server.log'
+    append(log, '\n'.join(lines[:drafter_init + 1]) + '\n')
+    waiter = unreachable_waiter(log)
+    waiter.run(0.2)
+    assert waiter.phase == 'load_weights'
+    assert [p['phase'] for p in waiter.phases] == ['launching', 'distributed_init', 'load_weights']
 
 
 def test_bad_pattern_is_named():
@@ -536,4 +660,33 @@ def test_waiter_does_not_end_a_slice_while_a_fatal_line_waits_for_its_traceback(
     append(log, '[x] Scheduler hit an exception: Traceback (most recent call last):\n')
     waiter = make_waiter(server, log=health.LogFollower(str(log)))
     assert waiter.run(0.05) == health.STATUS_FATAL_LOG
-    assert waiter.elapsed() >= health.FATAL_GRACE
+    assert waiter.elapsed() >= health.FATAL_GRACE_MAX  # the traceback never ended
+
+
+def test_waiter_reads_a_traceback_written_in_two_parts_up_to_its_exception(server, tmp_path):
+    log = tmp_path / 'server.log'
+    append(log, 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n')
+    rest = threading.Timer(health.FATAL_GRACE + 0.3, append, (log, "KeyError: 'midlayer.self_attn.qkv_proj.weight'\n"))
+    rest.start()
+    waiter = make_waiter(server, log=health.LogFollower(str(log)))
+    try:
+        assert waiter.run(10) == health.STATUS_FATAL_LOG
+    finally:
+        rest.join()
+    assert waiter.tracebacks.exceptions == ["KeyError: 'midlayer.self_attn.qkv_proj.weight'"]
+    assert waiter.elapsed() < health.FATAL_GRACE_MAX + 0.5
+
+
+def test_waiter_on_the_real_vllm_crash_keeps_the_root_cause(server, spawn, tmp_path):
+    lines = read_lines(VLLM_CRASH)
+    value_error = [n for n, line in enumerate(lines) if VLLM_ROOT_CAUSE in line][0]
+    log = tmp_path / 'server.log'
+    append(log, '\n'.join(lines[:value_error + 1]) + '\n')  # as far as vLLM had written at the verdict
+    child = spawn('import time; time.sleep(30)')
+    waiter = make_waiter(server, interval=30, log=health.LogFollower(str(log)), process=health.ProcessWatch(pid=child.pid))
+    assert waiter.run(10) == health.STATUS_FATAL_LOG
+    assert waiter.phase == 'load_weights'
+    assert waiter.fatal['line'].endswith('[multiproc_executor.py:953] Traceback (most recent call last):')
+    assert [line[:len(VLLM_ROOT_CAUSE)] for line in waiter.tracebacks.exceptions] == [VLLM_ROOT_CAUSE]
+    state = waiter.export()['tracebacks']
+    assert health.TracebackTracker(json.loads(json.dumps(state))).exceptions == waiter.tracebacks.exceptions

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from unittest.mock import MagicMock
@@ -121,6 +122,26 @@ def test_crash_message_names_the_exit_code_and_shows_the_fatal_lines(server, cap
     first, fatal = result['msg'].split('\n')[0], result['msg'].split('fatal log lines:\n')[1]
     assert first.startswith('the server crashed after 0 s in phase load_weights: PID %d exited, exit code 1' % child.pid)
     assert 'torch.OutOfMemoryError: CUDA out of memory' in fatal
+
+
+def test_fatal_message_names_the_root_cause_of_the_real_vllm_crash(server, capsys, tmp_path):
+    server.routes['/health'] = lambda method, body: (503, b'')
+    log = tmp_path / 'server.log'
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures', 'health',
+                           'vllm-0.32.0-cpu-crash-draft-model-prefix.log'), 'rb') as fh:
+        log.write_bytes(fh.read())
+    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])
+    try:
+        result, dummy = run_module(capsys, url=server.url, pid=child.pid, log_path=str(log), interval=10)
+    finally:
+        child.kill()
+        child.wait()
+    assert result['status'] == 'fatal_log'
+    lines = result['msg'].split('\n')
+    assert lines[1] == 'exceptions that ended the tracebacks (the root cause first):'
+    assert lines[2].startswith("  ValueError: There is no module or parameter named 'draft_model' in Eagle3LlamaForCausalLM.")
+    assert lines[4] == "  RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"
+    assert [line[:11] for line in result['exceptions']] == ['ValueError:', 'Exception: ', 'RuntimeErro']
 
 
 def test_one_slice_returns_waiting_with_state_to_resume(server, capsys, tmp_path):

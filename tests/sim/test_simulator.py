@@ -190,6 +190,45 @@ def test_endpoint_bodies_have_the_recorded_fields(start_sim, tmp_path):
     assert status == 200 and b'"object":"chat.completion.chunk"' in raw and raw.endswith(b'data: [DONE]\n\n')
 
 
+@pytest.mark.parametrize('options, final_usage, continuous', [
+    (None, False, False),
+    ({'include_usage': False}, False, False),
+    ({'include_usage': True}, True, False),
+    ({'include_usage': True, 'continuous_usage_stats': True}, True, True),
+    ({'continuous_usage_stats': True}, False, True),  # SGLang reads the two independently
+])
+@pytest.mark.parametrize('path', ['/v1/completions', '/v1/chat/completions'])
+def test_stream_options_usage_like_sglang(start_sim, path, options, final_usage, continuous):
+    """SGLang (serving_completions.py, should_include_usage): include_usage adds a last chunk with empty
+    ``choices`` and the usage (None fields left out) before [DONE]; continuous_usage_stats puts the running
+    usage on every chunk (else ``usage: null``)."""
+    sim = start_sim()
+    body = {'model': 'x', 'max_tokens': 6, 'stream': True}
+    body.update({'messages': [{'role': 'user', 'content': 'Hi'}]} if 'chat' in path else {'prompt': 'Hello'})
+    if options is not None:
+        body['stream_options'] = options
+    status, raw = sim.post(path, body)
+    assert status == 200
+    events = [line[len('data: '):] for line in raw.decode().split('\n\n') if line]
+    assert events[-1] == '[DONE]'
+    chunks = [json.loads(event) for event in events[:-1]]
+    content = [c for c in chunks if c['choices']]
+    if final_usage:
+        last = chunks[-1]
+        assert last['choices'] == [] and last['id'] == content[0]['id']
+        prompt = last['usage']['prompt_tokens']
+        assert last['usage'] == {'prompt_tokens': prompt, 'total_tokens': prompt + 6, 'completion_tokens': 6,
+                                 'reasoning_tokens': 0}
+    else:
+        assert chunks == content
+    if continuous:
+        produced = [c['usage']['completion_tokens'] for c in content]
+        assert produced == sorted(produced) and produced[-1] == 6
+        assert all(c['usage']['total_tokens'] == c['usage']['prompt_tokens'] + c['usage']['completion_tokens'] for c in content)
+    else:
+        assert all(c['usage'] is None for c in content)
+
+
 def test_metrics_use_the_recorded_names(start_sim):
     sim = start_sim('--enable-metrics')
     status, raw = sim.get('/metrics')

@@ -33,7 +33,7 @@ description:
     current phase never goes back. C(compile) is vLLM's torch.compile, only when it runs
     (not on V(--enforce-eager) starts).
   - A failure message lists the exception lines that ended the tracebacks in the log
-    (C(ValueError: ...)), so the cause shows even when the traceback is long.
+    (such as C(ValueError) and its message), so the cause shows even when the traceback is long.
   - After the server is ready, O(smoke) sends one real generation and checks it produced
     tokens; O(min_accept_length) then fails the task when speculative decoding is on and
     the drafter's acceptance length is below the floor (a drafter that loaded with the wrong
@@ -304,9 +304,9 @@ fatal_line:
   elements: str
 exceptions:
   description:
-    - The lines that ended the Python tracebacks in the log (C(ValueError: ...)), in order, without
-      the engine's log prefix: the first is usually the root cause, the later ones wrap it (vLLM's
-      C(RuntimeError: Engine core initialization failed)). Also in the failure message.
+    - The lines that ended the Python tracebacks in the log (exception name and message), in order, without
+      the engine's log prefix. The first is usually the root cause, the later ones wrap it (vLLM's
+      C(RuntimeError) C(Engine core initialization failed)). Also in the failure message.
   returned: when a traceback in the log reached its exception line
   type: list
   elements: str

@@ -170,6 +170,25 @@ def test_shell_metacharacters_stay_one_argument(deployed, run_playbook):
         assert fleet.ssh(host, 'ls /tmp/pwned /tmp/pwned2 2>/dev/null; true').stdout.strip() == ''
 
 
+def test_unreachable_host_is_reported_without_hanging(deployed, run_playbook, tmp_path):
+    """A host that does not answer (an unused address of the fleet's own subnet) ends the run
+    in bounded time, reported as unreachable; the reachable host keeps its server."""
+    fleet = deployed[0]
+    ns1_before = server_pids(fleet)['ns1']
+    inventory = tmp_path / 'inventory'
+    inventory.mkdir()
+    shutil.copy(fleet.inventory, inventory / 'fleet.yml')
+    unused = fleet.hosts['ns1']['address'].rsplit('.', 1)[0] + '.250'
+    (inventory / 'unreachable.yml').write_text('fleet_ns:\n  hosts:\n    ghost:\n      ansible_host: %s\n' % unused)
+    started = time.monotonic()
+    result = run_playbook('playbooks/deploy.yml', inventory=str(inventory), limit='ns1,ghost',
+                          extra_vars=deploy_vars(), timeout=300)
+    assert time.monotonic() - started < 240
+    assert result.rc != 0 and result.recap['ghost']['unreachable'] == 1, result.stdout[-3000:]
+    assert 'UNREACHABLE' in result.stdout
+    assert server_pids(fleet)['ns1'] == ns1_before
+
+
 @pytest.mark.parametrize('fault, reason', [
     ('crash', 'Traceback'),
     ('busy_gpu', 'trainer'),
@@ -205,25 +224,6 @@ def test_fault_in_first_batch_stops_rollout(fault, reason, deployed, run_playboo
     assert reason in result.stdout, output
     assert 'ns3' not in result.recap or result.recap['ns3']['changed'] == 0, output
     assert server_pids(fleet)['ns3'] == ns3_before
-
-
-def test_unreachable_host_is_reported_without_hanging(deployed, run_playbook, tmp_path):
-    """A host that does not answer (an unused address of the fleet's own subnet) ends the run
-    in bounded time, reported as unreachable; the reachable host keeps its server."""
-    fleet = deployed[0]
-    ns1_before = server_pids(fleet)['ns1']
-    inventory = tmp_path / 'inventory'
-    inventory.mkdir()
-    shutil.copy(fleet.inventory, inventory / 'fleet.yml')
-    unused = fleet.hosts['ns1']['address'].rsplit('.', 1)[0] + '.250'
-    (inventory / 'unreachable.yml').write_text('fleet_ns:\n  hosts:\n    ghost:\n      ansible_host: %s\n' % unused)
-    started = time.monotonic()
-    result = run_playbook('playbooks/deploy.yml', inventory=str(inventory), limit='ns1,ghost',
-                          extra_vars=deploy_vars(), timeout=300)
-    assert time.monotonic() - started < 240
-    assert result.rc != 0 and result.recap['ghost']['unreachable'] == 1, result.stdout[-3000:]
-    assert 'UNREACHABLE' in result.stdout
-    assert server_pids(fleet)['ns1'] == ns1_before
 
 
 def test_stop_leaves_no_process(deployed, run_playbook):

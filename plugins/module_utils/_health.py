@@ -639,14 +639,17 @@ class _Prober(threading.Thread):
         self._stop_event = threading.Event()
         self._lock = threading.Lock()
         self._results = []
+        self.busy = False
 
     def run(self):
         while not self._stop_event.is_set():
             began = time.monotonic()
+            self.busy = True
             result = probe_health(*self._args)
             result['at'] = time.monotonic()
             with self._lock:
                 self._results.append(result)
+                self.busy = False
             self._stop_event.wait(max(0.0, self._interval - (time.monotonic() - began)))
 
     def take(self):
@@ -817,7 +820,9 @@ class Waiter(object):
                 if self.stall_timeout and self.elapsed() - self.last_progress >= self.stall_timeout:
                     return STATUS_STALLED
             now = time.monotonic()
-            if now >= end and self.fatal is None:
+            # a probe still waiting for its answer is not dropped at the end of a slice: SGLang
+            # answers a healthy /health only after a 1-token generation (about 1 s on the H200)
+            if now >= end and self.fatal is None and not (prober.busy and now < end + self.request_timeout):
                 return STATUS_TIMEOUT if self.elapsed() >= self.timeout else STATUS_WAITING
             time.sleep(self.tick if self.fatal is not None else min(self.tick, max(0.0, end - now)))
 

@@ -563,6 +563,20 @@ def test_waiter_fatal_line_while_the_process_lives(server, spawn, tmp_path):
                                        "KeyError: 'midlayer.self_attn.qkv_proj.weight'"]
 
 
+def test_waiter_slices_shorter_than_a_health_answer_still_get_ready(server):
+    def slow_healthy(method, body):
+        time.sleep(0.5)  # the server's answer time (SGLang: a 1-token generation, ~1 s)
+        return 200, b''
+    server.routes['/health'] = slow_healthy
+    state, elapsed, statuses = None, 0.0, []
+    while elapsed < 5 and health.STATUS_READY not in statuses:
+        waiter = make_waiter(server, state=state, elapsed=elapsed, timeout=5)
+        statuses.append(waiter.run(0.2))
+        state, elapsed = waiter.export(), waiter.elapsed()
+    assert statuses[0] == health.STATUS_READY
+    assert elapsed < 1.5
+
+
 def test_waiter_stalls_when_neither_log_nor_health_moves(server, tmp_path):
     log = tmp_path / 'server.log'
     append(log, '[x] Capture cuda graph begin.\n')

@@ -188,3 +188,32 @@ def test_scheduler_holds_the_recorded_memory(start_sim, proof_models):
     start_proof_sim(start_sim, proof_models, depth=3)
     held = [row for row in apps() if row[1] == 'sglang::scheduler']
     assert [int(row[2]) for row in held] == [int(recorded.group(2))]  # 45248 MiB at --mem-fraction-static 0.3
+
+
+def _decode_lines(log, after):
+    """``Decode batch`` lines after the ``after`` line, with the access line each preceded."""
+    lines = log[log.index(after):].splitlines()
+    found = []
+    for number, line in enumerate(lines):
+        if 'Decode batch' in line:
+            following = next(text for text in lines[number + 1:] if 'INFO:     127.0.0.1' in text)
+            found.append((re.search(r'accept len: [\d.]+, accept rate: [\d.]+', line).group(0),
+                          re.search(r'"(\w+ /\S+)', following).group(1)))
+    return found
+
+
+@pytest.mark.parametrize('quality, log_name', [('random', 'random-drafter.server.log'), ('perfect', 'deploy-depth5.server.log')])
+def test_decode_log_interval_counts_like_sglang(start_sim, tmp_path, quality, log_name):
+    """Warm-up, the health checks, then the 32-token smoke request: the random drafter reaches SGLang's
+    40th decode forward inside the smoke request (one ``Decode batch`` line, accept len 1.00), the good one never."""
+    target = tmp_path / 'target'
+    target.mkdir()
+    shutil.copy(os.path.join(PROOF, 'target-config.json'), str(target / 'config.json'))
+    drafter = make_drafter(str(tmp_path / 'drafter'), style='layers0', quality=quality)
+    sim = start_proof_sim(start_sim, (str(target), drafter))
+    for dummy in range(2):  # the recorded run's two health generations before the smoke request
+        assert sim.get('/health')[0] == 200
+    sim.json('/generate', {'text': 'Say something.', 'sampling_params': {'max_new_tokens': 32, 'temperature': 0}})
+    recorded = _decode_lines(proof_text(log_name), READY)
+    assert recorded == ([('accept len: 1.00, accept rate: 0.00', 'POST /generate')] if quality == 'random' else [])
+    assert _decode_lines(sim.log(), READY) == recorded

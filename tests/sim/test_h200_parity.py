@@ -217,3 +217,19 @@ def test_decode_log_interval_counts_like_sglang(start_sim, tmp_path, quality, lo
     recorded = _decode_lines(proof_text(log_name), READY)
     assert recorded == ([('accept len: 1.00, accept rate: 0.00', 'POST /generate')] if quality == 'random' else [])
     assert _decode_lines(sim.log(), READY) == recorded
+
+
+def test_kept_alive_connection_survives_refused_posts(start_sim, proof_models):
+    """HTTP/1.1 as uvicorn: one connection carries several requests, also after a 404 to a POST with a body."""
+    sim = start_proof_sim(start_sim, proof_models)
+    conn = http.client.HTTPConnection('127.0.0.1', sim.port, timeout=10)
+    body = json.dumps({'text': 'x', 'sampling_params': {'max_new_tokens': 2}})
+    statuses = []
+    for path in ('/no_such_path', '/generate', '/health'):
+        conn.request('POST' if path != '/health' else 'GET', path, body=body if path != '/health' else None,
+                     headers={'content-type': 'application/json'})
+        response = conn.getresponse()
+        response.read()
+        statuses.append((response.status, response.getheader('connection')))
+    conn.close()
+    assert statuses == [(404, None), (200, None), (200, None)]

@@ -78,9 +78,7 @@ class Handler(BaseHTTPRequestHandler):
         access_log(self.sim, '%s:%d' % self.client_address[:2], self.command, path, status, self.request_version)
 
     def _body(self):
-        length = int(self.headers.get('content-length') or 0)
-        raw = self.rfile.read(length) if length else b'{}'
-        return json.loads(raw.decode('utf-8') or '{}')
+        return json.loads(self._raw.decode('utf-8') or '{}')
 
     def _authorized(self, path):
         key = self.sim.args['api_key']
@@ -95,6 +93,10 @@ class Handler(BaseHTTPRequestHandler):
         self._route('POST')
 
     def _route(self, method):
+        # Read the body first: on a kept-alive HTTP/1.1 connection an unread body would be taken
+        # for the next request.
+        length = int(self.headers.get('content-length') or 0)
+        self._raw = self.rfile.read(length) if length else b''
         path = self.path.split('?')[0]
         if self.server.dummy:
             if path == '/health':

@@ -211,7 +211,8 @@ class Engine:
         iv[2] += verifies
         iv[3] += accepted
         if iv[0] >= self.decode_log_interval:
-            self._decode_log(len(self.running), sum(r.prompt_tokens + r.output for r in batch))
+            # SGLang logs the batch that ran: a request finishing in this step still counts.
+            self._decode_log(len(batch), sum(r.prompt_tokens + r.output for r in batch))
 
     def _decode_log(self, running, kv_tokens):
         steps, tokens, verifies, accepted, start = self._interval

@@ -68,9 +68,11 @@ class Handler(BaseHTTPRequestHandler):
         if content_type:
             self.send_header('content-type', content_type)
         self.send_header('content-length', str(len(body)))
+        # uvicorn logs the access line as the response starts, so it is in the log before the
+        # client has the body.
+        self._logged(status)
         self.end_headers()
         self.wfile.write(body)
-        self._logged(status)
 
     def _logged(self, status):
         path = self.path.split('?')[0]

@@ -31,7 +31,7 @@ from ansible_collections.llmops.serving.plugins.module_utils._benchmark import (
     counter_deltas,
     parse_prometheus,
 )
-from ansible_collections.llmops.serving.plugins.module_utils._procs import read_process
+from ansible_collections.llmops.serving.plugins.module_utils._procs import compile_patterns as _compile_patterns, read_process
 
 # --------------------------------------------------------------------------------------
 # Startup phases. Matched case-insensitively and loosely: versions reword these lines
@@ -91,14 +91,8 @@ DEFAULT_FATAL_PATTERNS = (
 
 
 def compile_patterns(patterns):
-    """Compile regexes; raises ValueError naming the bad pattern."""
-    compiled = []
-    for pattern in patterns:
-        try:
-            compiled.append(re.compile(pattern))
-        except re.error as exc:
-            raise ValueError('invalid regular expression %r: %s' % (pattern, exc))
-    return compiled
+    """Compile fatal-line regexes; raises ValueError naming the bad pattern."""
+    return _compile_patterns(patterns, what='fatal pattern')
 
 
 def match_phase(line):

@@ -88,14 +88,14 @@ def read_process(pid, proc='/proc'):
     return ProcessInfo(pid, starttime, cmdline, state, uid, _user_name(uid))
 
 
-def compile_patterns(patterns):
-    """Compile the user's regular expressions; raise ValueError naming the bad one."""
+def compile_patterns(patterns, what='reclaim pattern'):
+    """Compile the user's regular expressions; raise ValueError naming the bad one (``what`` says whose)."""
     compiled = []
     for pattern in patterns:
         try:
             compiled.append(re.compile(pattern))
         except re.error as exc:
-            raise ValueError('reclaim pattern %r is not a valid regular expression: %s' % (pattern, exc))
+            raise ValueError('%s %r is not a valid regular expression: %s' % (what, pattern, exc))
     return compiled
 
 

@@ -222,7 +222,7 @@ def test_current_phase_stays_while_sglang_initialises_the_drafter(tmp_path):
 
 
 def test_bad_pattern_is_named():
-    with pytest.raises(ValueError, match=r"invalid regular expression '\(unclosed'"):
+    with pytest.raises(ValueError, match=r"fatal pattern '\(unclosed' is not a valid regular expression"):
         health.compile_patterns(['ok', '(unclosed'])
 
 

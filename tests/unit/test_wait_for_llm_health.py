@@ -157,7 +157,7 @@ def test_one_slice_returns_waiting_with_state_to_resume(server, capsys, tmp_path
 
 @pytest.mark.parametrize('args, message', [
     ({'min_accept_length': 1.5}, 'min_accept_length needs traffic to measure: set smoke'),
-    ({'extra_fatal_patterns': ['(oops']}, "fatal_patterns / extra_fatal_patterns: invalid regular expression '(oops'"),
+    ({'extra_fatal_patterns': ['(oops']}, "fatal_patterns / extra_fatal_patterns: fatal pattern '(oops' is not a valid regular expression"),
     ({'interval': 0}, 'interval must be greater than 0, got 0.0'),
 ])
 def test_argument_errors_say_what_to_change(server, capsys, args, message):

@@ -104,7 +104,7 @@ class Sim:
         self.log_path = log_path
 
     def log(self):
-        with open(self.log_path, encoding='utf-8', errors='replace') as f:
+        with open(self.log_path, encoding='utf-8', errors='replace', newline='') as f:
             return f.read()
 
     def get(self, path, **kwargs):

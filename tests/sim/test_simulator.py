@@ -24,11 +24,13 @@ SPEC = ('--speculative-algorithm', 'EAGLE3', '--speculative-num-steps', '4', '--
         '--speculative-num-draft-tokens', '5')
 READY = 'The server is fired up and ready to roll!'
 # Lines of the recording that depend on that machine or on the requests the recorder sent.
-NOT_SIMULATED = ('Fail to set RLIMIT', 'Unexpected error during package walk', 'INFO:     127.0.0.1', 'Prefill batch')
+NOT_SIMULATED = ('Fail to set RLIMIT', 'INFO:     127.0.0.1', 'Prefill batch')
+# One tqdm update: a carriage return, a label, the percentage and bar, done/total.
+PROGRESS = re.compile(r'\r(?P<label>[^\r\n]*?)\s*\d+%(?:\|[^|\r\n]*\|| Completed \|) (?P<done>\d+)/(?P<total>\d+) \[')
 
 
 def fixture_text(*parts):
-    with open(os.path.join(SGLANG_FIXTURES, *parts), encoding='utf-8', errors='replace') as f:
+    with open(os.path.join(SGLANG_FIXTURES, *parts), encoding='utf-8', errors='replace', newline='') as f:
         return f.read()
 
 
@@ -152,6 +154,36 @@ def test_startup_matches_the_recording(start_sim, tmp_path):
     assert startup_lines(sim.log(), paths) == expected
     log = sim.log()
     assert log.index('Uvicorn running on') < log.index('"GET /health HTTP/1.1" 503') < log.index(READY)
+
+
+def progress_bars(log):
+    """The tqdm bars before the ready line: [label of the first update (numbers as #), total, last count]."""
+    bars = []
+    for match in PROGRESS.finditer(log.split(READY)[0]):
+        label = re.sub(r'\d+(\.\d+)?', '#', match.group('label'))
+        done, total = int(match.group('done')), int(match.group('total'))
+        if done == 0 and (not bars or bars[-1][2] == bars[-1][1]):
+            bars.append([label, total, done])
+        bars[-1][0] = bars[-1][0] or label
+        bars[-1][2] = done
+    return bars
+
+
+def test_progress_bars_are_the_recorded_ones(start_sim, tmp_path):
+    """Weight loading and each CUDA graph capture write tqdm bars with carriage returns, between the begin and end lines."""
+    drafter = make_drafter(str(tmp_path / 'good-layers0'), style='layers0')
+    sim = start_sim(*(RECORDED_FLAGS + SPEC + ('--speculative-draft-model-path', drafter)))
+    recorded = fixture_text('eagle3-good-layers0', 'log')
+    assert progress_bars(sim.log()) == progress_bars(recorded)
+    assert [bar[:2] for bar in progress_bars(recorded)] == [
+        ['Multi-thread loading shards:', 1], ['Multi-thread loading shards:', 1],
+        ['Capturing num tokens (num_tokens=# avail_mem=# GB):', 58], ['Capturing batches (bs=# avail_mem=# GB):', 8],
+        ['Capturing num tokens (num_tokens=# avail_mem=# GB):', 58], ['Capturing batches (bs=# avail_mem=# GB):', 8],
+        ['Capturing batches (bs=# avail_mem=# GB):', 8]]
+    for log in (recorded, sim.log()):
+        spans = re.findall(r'Capture (\w+ \w+) CUDA graph begin(.*?)Capture \1 CUDA graph end', log, re.S)
+        assert [name for name, span in spans if '\rCapturing' in span and '100%|' in span] == [
+            'target prefill', 'target verify', 'draft prefill', 'draft decode', 'draft extend']
 
 
 def test_endpoint_bodies_have_the_recorded_fields(start_sim, tmp_path):

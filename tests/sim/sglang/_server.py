@@ -35,8 +35,11 @@ GB = 1024.0
 # Memory a scheduler holds beyond mem_fraction_static * total (CUDA context, graphs, activations):
 # the H200 recordings at --mem-fraction-static 0.3 show 45242-45254 MiB for 0.3 * 143771 = 43131.
 OVERHEAD_MIB = 2117
-LOADING = ('Multi-thread loading shards:   0%% Completed | 0/1 [00:00<?, ?it/s]'
-           'Multi-thread loading shards: 100%% Completed | 1/1 [00:00<00:00, %.2fit/s]\n')
+# tqdm progress bars as the recorded logs have them: every update starts with a carriage return.
+LOADING = ('\rMulti-thread loading shards:   0%% Completed | 0/1 [00:00<?, ?it/s]'
+           '\rMulti-thread loading shards: 100%% Completed | 1/1 [00:00<00:00, %.2fit/s]\n')
+# Printed once per process, in the first capture, by nvidia-cutlass-dsl (harmless, as recorded).
+CUTE_DSL_WALK = 'Unexpected error during package walk: cutlass.cute.experimental'
 
 
 class Fatal(Exception):
@@ -301,9 +304,21 @@ class Server(_http.Counters):
             steps += [('target decode', 'backend=full, num_tokens_per_bs=1, bs=%s' % bs, 0.04)]
         for number, (name, detail, used) in enumerate(steps):
             log('Capture %s CUDA graph begin. %s, avail mem=%.2f GB' % (name, detail, avail))
+            if 'num_tokens=[' in detail:
+                label, items = 'Capturing num tokens (num_tokens=%d avail_mem=%.2f GB)', _int_list(detail, 'num_tokens')
+            else:
+                label, items = 'Capturing batches (bs=%d avail_mem=%.2f GB)', _int_list(detail, 'bs')
+            labels = [label % (item, avail - used * k / len(items)) for k, item in enumerate(reversed(items))]
+            self.log.raw(_progress('', 0, len(items)) + _progress(labels[0], 0, len(items)))
+            if number == 0:
+                self.log.raw('%s,%03d - CUTE_DSL - WARNING - [handle_import_error] - %s\n'
+                             % (time.strftime('%Y-%m-%d %H:%M:%S'), int(time.time() * 1000) % 1000, CUTE_DSL_WALK))
+                log(CUTE_DSL_WALK)
             self.pause('graphs', 1.0 / len(steps))
             if number == len(steps) - 1:
                 self.crash_point('graphs')
+            self.log.raw(''.join(_progress(text, k, len(items)) for k, text in enumerate(labels))
+                         + _progress(labels[-1], len(items), len(items)) + '\n')
             avail -= used
             log('Capture %s CUDA graph end. elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.'
                 % (name, self.config.seconds('graphs', 1.0 / len(steps)), used, avail))
@@ -376,6 +391,19 @@ class Server(_http.Counters):
         self.kill_children()
         self.log('Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].')
         os._exit(0)
+
+
+def _int_list(detail, key):
+    """The integers of ``key=[...]`` in a capture line's detail."""
+    inside = detail.split(key + '=[', 1)[1].split(']', 1)[0]
+    return [int(item) for item in inside.split(',')]
+
+
+def _progress(label, done, total):
+    """One tqdm update (no newline), as SGLang's capture loops write it."""
+    bar = ('\u2588' * (10 * done // total)).ljust(10)
+    rate = '00:00<00:00, 30.00it/s' if done else '00:00<?, ?it/s'
+    return '\r%s%3d%%|%s| %d/%d [%s]' % (label + ': ' if label else '', 100 * done // total, bar, done, total, rate)
 
 
 def _weights_mib(model_path):

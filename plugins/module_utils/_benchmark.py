@@ -423,7 +423,7 @@ class Client:
 
     # Server introspection: best effort, None when the endpoint is absent.
     def server_info(self):
-        for path in ('/get_server_info', '/server_info'):
+        for path in ('/server_info', '/get_server_info'):
             info = self._json(path)
             if info is not None:
                 return info

@@ -855,8 +855,8 @@ def summarize_server_info(info, engine=None):
 
 
 def fetch_server_info(request, timeout):
-    """Try /get_server_info, /server_info (newer SGLang), /version (vLLM)."""
-    for path, engine in (('/get_server_info', None), ('/server_info', None), ('/version', 'vllm')):
+    """Try /server_info (SGLang; 0.5.15 logs a deprecation for /get_server_info), /get_server_info (older), /version (vLLM)."""
+    for path, engine in (('/server_info', None), ('/get_server_info', None), ('/version', 'vllm')):
         try:
             status, body = request('GET', path, timeout=timeout)
         except Exception:

@@ -209,7 +209,7 @@ options:
         EAGLE-3 drafter gives well above 1.5; one with dropped weights about 1.0.
       - Taken from C(/generate)'s C(meta_info), else from C(/metrics) around the request
         (vLLM C(spec_decode_num_accepted_tokens_total) / C(num_drafts_total) deltas), else
-        C(/get_server_info) C(internal_states[0].avg_spec_accept_length) (may be null),
+        C(/server_info) C(internal_states[0].avg_spec_accept_length) (may be null),
         else SGLang's C(sglang:spec_accept_length) gauge.
       - Needs O(smoke). Skipped when the server reports speculative decoding off; fails when
         it cannot be measured.
@@ -319,7 +319,7 @@ exit_code:
   type: int
   sample: 1
 server_info:
-  description: What the server reports about itself (C(/get_server_info), C(/server_info) or vLLM's C(/version)).
+  description: What the server reports about itself (C(/server_info), older SGLang's C(/get_server_info) or vLLM's C(/version)).
   returned: when RV(status) is V(ready)
   type: dict
   contains:
@@ -518,7 +518,7 @@ def check_after_ready(module, request, result):
     if value is None:
         return ('min_accept_length is %s but the acceptance length could not be measured: no spec_accept_length '
                 'in the response, no speculative counters in /metrics (start SGLang with --enable-metrics) and '
-                'no avg_spec_accept_length in /get_server_info; use smoke: generate with SGLang' % floor)
+                'no avg_spec_accept_length in /server_info; use smoke: generate with SGLang' % floor)
     if value < floor:
         return accept_length_message(value, floor, source, summary)
     smoke['accept_length_check'] = 'passed: %.2f >= %.2f' % (value, floor)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,6 +113,24 @@ def test_rerun_changes_nothing_and_keeps_pids(deployed, run_playbook):
     result = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(), expect_rc=0)
     assert {host: result.changed(host) for host in ALL} == {host: 0 for host in ALL}
     assert server_pids(fleet) == before
+
+
+def test_status_shows_every_host_without_deprecated_endpoints(deployed, run_playbook):
+    fleet = deployed[0]
+    pids = server_pids(fleet)
+    result = run_playbook('playbooks/status.yml', extra_vars=deploy_vars(), expect_rc=0)
+    assert all(result.changed(host) == 0 for host in ALL)
+    text = ' '.join(result.stdout.split())
+    for host in ALL:
+        line = re.search(r'%s: running=True pid=(\d+) healthy=True version=0\.5\.15\.post1 depth=16 '
+                         r'accept_length=([\d.]+) gpu_used_mib=\[' % host, text)
+        assert line, (host, result.stdout[-3000:])
+        assert int(line.group(1)) == pids[host] and float(line.group(2)) >= 1.5
+    assert API_KEY not in result.stdout
+    # The simulator logs, as SGLang 0.5.15 does, a deprecation for every /get_server_info.
+    log = fleet.ssh('ns1', 'cat /var/log/llmops/sglang-main.log').stdout
+    assert '"GET /server_info HTTP/1.1" 200' in log
+    assert 'is deprecated' not in log
 
 
 def test_depth_change_restarts_only_that_host(deployed, run_playbook):

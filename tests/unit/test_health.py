@@ -631,6 +631,27 @@ def test_server_info_summary_from_recordings(run, name, expected):
     assert summary['avg_spec_accept_length'] == expected
 
 
+@pytest.mark.parametrize('served, asked, source', [
+    # 0.5.15 answers both and logs a deprecation for every /get_server_info: ask /server_info only.
+    (('/server_info', '/get_server_info'), ['/server_info'], '/server_info'),
+    (('/get_server_info',), ['/server_info', '/get_server_info'], '/get_server_info'),  # an older SGLang
+    (('/version',), ['/server_info', '/get_server_info', '/version'], '/version'),    # vLLM
+])
+def test_server_info_asks_the_current_endpoint_first(served, asked, source):
+    body = {'/version': '{"version": "0.32.0"}'}
+    calls = []
+
+    def request(method, path, timeout):
+        calls.append(path)
+        if path not in served:
+            return 404, b'{"detail":"Not Found"}'
+        return 200, body.get(path, fixture_text('eagle3-random', 'ep.server_info.txt')).encode()
+
+    summary, dummy = health.fetch_server_info(request, timeout=1)
+    assert calls == asked
+    assert summary['source'] == source
+
+
 def test_sglang_gauge_at_zero_means_no_data():
     metrics = health.parse_prometheus(fixture_text('eagle3-random', 'ep.metrics.txt'))
     assert health.accept_length_from_metrics_with_source(None, metrics) == (None, None)

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs HERE (the developer's machine, which reaches PyPI). Downloads the pinned wheels that
-# real SGLang 0.5.15.post1 needs beside the GPU machine's torch 2.11.0+cu130 (Python 3.12),
-# plus ansible-core, and cuts them into parts small enough for one device call each
-# (the device tool carries at most 64 MiB per call, working tree included).
-# Output: .whl/parts/NN/part (one folder per call, named in `carry`), .whl/parts/COUNT.
+# real SGLang needs beside the GPU machine's torch 2.11.0+cu130 (Python 3.12), plus
+# ansible-core, and cuts them into parts small enough for one device call each (the device
+# tool carries at most 64 MiB per call, working tree included).
+#   tests/gpu/pack_wheels.sh [LIST]   LIST: tests/gpu/wheels-sglang-0.5.15.post1.txt (default)
+#                                     or tests/gpu/wheels-sglang-0.5.11.txt (phase d)
+# Output: .whl/parts/N/part (one folder per call, named in `carry`), .whl/parts/COUNT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-list=tests/gpu/wheels-sglang-0.5.15.post1.txt
-dl=.whl/wheels
+list=${1:-tests/gpu/wheels-sglang-0.5.15.post1.txt}
+dl=.whl/$(basename "$list" .txt)
 part_mib=${PART_MIB:-54}
 mkdir -p "$dl"
 platforms=()

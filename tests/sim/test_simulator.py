@@ -175,7 +175,7 @@ def test_progress_bars_are_the_recorded_ones(start_sim, tmp_path):
     sim = start_sim(*(RECORDED_FLAGS + SPEC + ('--speculative-draft-model-path', drafter)))
     recorded = fixture_text('eagle3-good-layers0', 'log')
     assert progress_bars(sim.log()) == progress_bars(recorded)
-    assert [bar[:2] for bar in progress_bars(recorded)] == [
+    assert [shape[:2] for shape in progress_bars(recorded)] == [
         ['Multi-thread loading shards:', 1], ['Multi-thread loading shards:', 1],
         ['Capturing num tokens (num_tokens=# avail_mem=# GB):', 58], ['Capturing batches (bs=# avail_mem=# GB):', 8],
         ['Capturing num tokens (num_tokens=# avail_mem=# GB):', 58], ['Capturing batches (bs=# avail_mem=# GB):', 8],

@@ -5,11 +5,14 @@ real SGLang server on the one GPU of the device machine, checks each step's outc
 writes a compact results bundle. ``--simulate`` runs the very same steps here against
 the SGLang simulator and the nvidia-smi stand-in (tests/sim).
 
-Steps are grouped in three phases, one device call each (each under 10 minutes):
+Steps are grouped in phases, one device call each (each under 10 minutes):
 ``a`` models, GPU preflight, deploy at depth 5, unchanged redeploy, depth 5 -> 3, status,
 stop; ``b`` random drafter, drafter with the other layer naming, stop; ``c`` benchmark,
-stop. Every step is recorded PASS/FAIL/SKIP and the next one runs anyway; the server is
-always stopped before the driver exits. Standard library only.
+stop; ``d`` (with SGLang 0.5.11 installed instead, tests/gpu/wheels-sglang-0.5.11.txt) a
+``layers.0`` drafter deployed without the drafter step (silently skipped: accept length
+about 1, the floor fails the host), then with it (renamed to ``midlayer``, accepted), stop.
+Every step is recorded PASS/FAIL/SKIP and the next one runs anyway; the server is always
+stopped before the driver exits. Standard library only.
 """
 
 from __future__ import annotations
@@ -38,11 +41,14 @@ PHASES = {
     'a': ['models', 'preflight', 'deploy', 'redeploy', 'depth3', 'status', 'stop'],
     'b': ['models', 'random', 'other_naming', 'stop'],
     'c': ['models', 'benchmark', 'stop'],
+    'd': ['models', 'unfixed_0511', 'fixed_0511', 'stop'],
 }
-STARTS_SERVER = {'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark'}
+STARTS_SERVER = {'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
-                'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540}
+                'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
+                'unfixed_0511': 420, 'fixed_0511': 330}
+OLD_SGLANG = '0.5.11'  # the last SGLang that loads only midlayer.* drafter names
 
 
 class Step:
@@ -151,9 +157,11 @@ class Proof:
                 print('       failed check: %s: %s' % (check['check'], ' '.join(check['detail'].split())[-300:]), flush=True)
 
     # ---------------------------------------------------------------- running things
-    def playbook(self, step, playbook, extra=None, timeout=300):
+    def playbook(self, step, playbook, extra=None, timeout=300, skip_tags=None):
         events_path = step.folder / 'events.jsonl'
         cmd = [self.ansible_python, '-c', ANSIBLE_MAIN, '-i', str(H200 / 'inventory.yml'), str(playbook)]
+        if skip_tags:
+            cmd += ['--skip-tags', skip_tags]
         if self.simulate:
             cmd += ['-e', '@%s' % (H200 / 'simulate.yml')]
         for key, value in (extra or {}).items():
@@ -329,9 +337,9 @@ class Proof:
         step.check('one GPU seen', len(gpus) == 1, '%d GPUs' % len(gpus))
         step.figures['gpu_table'] = result.get('summary')
 
-    def deploy(self, step, extra, timeout):
+    def deploy(self, step, extra, timeout, skip_tags=None):
         apps_before = self.nvidia_smi()[0]
-        run = self.playbook(step, REPO / 'playbooks' / 'deploy.yml', extra=extra, timeout=timeout)
+        run = self.playbook(step, REPO / 'playbooks' / 'deploy.yml', extra=extra, timeout=timeout, skip_tags=skip_tags)
         self.keep_server_log(step)
         plan = run.fact('sglang_server_plan') or {}
         result = run.fact('sglang_server_result') or {}
@@ -452,6 +460,9 @@ class Proof:
         run, plan, health, smoke, pid = self.deploy(step, {
             'sglang_server_speculative_draft_model_path': str(self.models / 'drafters' / RANDOM),
             'sglang_server_speculative_depth': 5}, STEP_TIMEOUT['random'])
+        self.check_not_accepted(step, run, health, smoke)
+
+    def check_not_accepted(self, step, run, health, smoke):
         message = health.get('msg') or ''
         step.figures['message'] = message
         step.check('playbook failed the host', run.rc != 0, 'rc %s' % run.rc)
@@ -461,6 +472,49 @@ class Proof:
         step.check('message printed in the playbook output', any(NOT_ACCEPTED in line for line in run.lines))
         value = smoke.get('accept_length')
         step.check('accept length about 1 (< %.1f)' % FLOOR, value is not None and value < FLOOR, value)
+
+    def old_sglang_drafter(self, step, fresh):
+        """A copy of the good layers.0 drafter for the SGLang 0.5.11 steps (fresh: copied again)."""
+        drafter = self.models / 'drafters' / ('%s-%s' % (GOOD, OLD_SGLANG))
+        if fresh and drafter.exists():
+            shutil.rmtree(drafter)
+        if not drafter.exists():
+            shutil.copytree(self.models / 'drafters' / GOOD, drafter)
+        step.figures['installed_sglang'] = self.memo().get('versions', {}).get('sglang')
+        return drafter
+
+    def step_unfixed_0511(self, step):
+        drafter = self.old_sglang_drafter(step, fresh=True)
+        run, plan, health, smoke, pid = self.deploy(step, {
+            'sglang_server_speculative_draft_model_path': str(drafter), 'sglang_server_speculative_depth': 5},
+            STEP_TIMEOUT['unfixed_0511'], skip_tags='drafter')
+        step.check('SGLang %s detected' % OLD_SGLANG, plan.get('version') == OLD_SGLANG, plan.get('version'))
+        step.check('drafter step skipped (--skip-tags drafter)', not run.results('drafter_checkpoint'))
+        names = safetensors_names(drafter / 'model.safetensors')
+        step.check('drafter still has layers.0.* names', any(n.startswith('layers.0.') for n in names), sorted(names)[:5])
+        self.check_not_accepted(step, run, health, smoke)
+        self.memo(pid_unfixed=pid, accept_unfixed=smoke.get('accept_length'))
+
+    def step_fixed_0511(self, step):
+        drafter = self.old_sglang_drafter(step, fresh=False)
+        run, plan, health, smoke, pid = self.deploy(step, {
+            'sglang_server_speculative_draft_model_path': str(drafter), 'sglang_server_speculative_depth': 5},
+            STEP_TIMEOUT['fixed_0511'])
+        fixed = (run.results('drafter_checkpoint') or [{}])[-1]
+        names = safetensors_names(drafter / 'model.safetensors')
+        step.figures.update(layout_before=fixed.get('layout_before'), layout_after=fixed.get('layout_after'),
+                            renamed=fixed.get('renamed'))
+        step.check('SGLang %s detected' % OLD_SGLANG, plan.get('version') == OLD_SGLANG, plan.get('version'))
+        step.check('drafter_checkpoint renamed layers.0 -> midlayer',
+                   fixed.get('changed') is True and fixed.get('layout_after') == 'midlayer' and (fixed.get('renamed') or 0) > 0,
+                   '%s -> %s, %s renamed' % (fixed.get('layout_before'), fixed.get('layout_after'), fixed.get('renamed')))
+        step.check('no layers.0.* name left', names and not any(n.startswith('layers.') for n in names), sorted(names)[:5])
+        self.check_ready(step, run, health, smoke)
+        self.check_flags(step, pid, 5)
+        before = self.memo()
+        step.check('server restarted for the fixed drafter', pid is not None and pid != before.get('pid_unfixed'),
+                   '%s -> %s' % (before.get('pid_unfixed'), pid))
+        step.figures['accept_unfixed_then_fixed'] = '%s -> %s' % (before.get('accept_unfixed'), smoke.get('accept_length'))
 
     def step_other_naming(self, step):
         source = self.models / 'drafters' / OTHER
@@ -582,7 +636,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description='H200 proof of llmops.serving (tests/gpu/README.md)')
     parser.add_argument('--simulate', action='store_true', help='SGLang simulator and nvidia-smi stand-in')
     parser.add_argument('what', nargs='*', default=['all'],
-                        help='phases a, b, c, all (default) or step names: %s' % ', '.join(STEP_TIMEOUT))
+                        help='phases a, b, c, d (SGLang 0.5.11 installed), all (a, b, c; default) or step names: %s' % ', '.join(STEP_TIMEOUT))
     args = parser.parse_args(argv)
     steps, label = [], ' '.join(args.what)
     for item in args.what:

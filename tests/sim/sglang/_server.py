@@ -401,9 +401,9 @@ def _int_list(detail, key):
 
 def _progress(label, done, total):
     """One tqdm update (no newline), as SGLang's capture loops write it."""
-    bar = ('\u2588' * (10 * done // total)).ljust(10)
+    blocks = ('\u2588' * (10 * done // total)).ljust(10)
     rate = '00:00<00:00, 30.00it/s' if done else '00:00<?, ?it/s'
-    return '\r%s%3d%%|%s| %d/%d [%s]' % (label + ': ' if label else '', 100 * done // total, bar, done, total, rate)
+    return '\r%s%3d%%|%s| %d/%d [%s]' % (label + ': ' if label else '', 100 * done // total, blocks, done, total, rate)
 
 
 def _weights_mib(model_path):

@@ -167,6 +167,19 @@ def test_api_key_in_no_output_and_env_file_0600(deployed, run_playbook):
     assert API_KEY not in unit and 'EnvironmentFile=' + ENV_FILE in unit and 'KillMode=control-group' in unit
 
 
+@pytest.mark.parametrize('playbook', ['playbooks/deploy.yml', 'playbooks/benchmark.yml'])
+def test_serial_from_the_inventory_is_refused(run_playbook, tmp_path, playbook):
+    """Ansible batches before it reads inventory variables: llmops_serial there would be ignored."""
+    (tmp_path / 'group_vars').mkdir()
+    (tmp_path / 'group_vars' / 'all.yml').write_text('llmops_serial: 2\n')
+    hosts = {'h%d' % n: {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable} for n in (1, 2, 3)}
+    (tmp_path / 'hosts.json').write_text(json.dumps({'all': {'hosts': hosts}}))
+    result = run_playbook(playbook, inventory=str(tmp_path / 'hosts.json'), expect_rc=2)
+    assert {host: result.recap[host]['failed'] for host in hosts} == dict.fromkeys(hosts, 1)
+    assert {host: result.recap[host]['ok'] for host in hosts} == dict.fromkeys(hosts, 1)  # the include only
+    assert '-e llmops_serial=2' in result.stdout
+
+
 def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
     fleet = deployed[0]
     before = server_pids(fleet)

@@ -31,6 +31,11 @@ DEPTH = {5: ('--speculative-num-steps', '4', '--speculative-eagle-topk', '1', '-
 BACKENDS = ('--attention-backend', 'triton', '--sampling-backend', 'pytorch')
 REAL_TARGET = '/tmp/llmops-gpu/proof/models/target'
 REAL_DRAFTER = '/tmp/llmops-gpu/proof/models/drafters/good-layers0'
+PROOF_0511 = os.path.join(FIXTURES, 'sglang-0.5.11-h200-proof')
+# The role writes --cuda-graph-max-bs for SGLang before 0.5.15.
+ROLE_FLAGS_0511 = tuple('--cuda-graph-max-bs' if flag == '--cuda-graph-max-bs-decode' else flag for flag in ROLE_FLAGS)
+# transformers 5.6's tokenizer fallback for the tiny tokenizer, and 0.5.11's own ServerArgs fields.
+NOT_SIMULATED_0511 = ('TokenizersBackend', 'server_args=')
 
 
 def proof_text(name):
@@ -63,6 +68,21 @@ def test_startup_log_is_the_recorded_one(start_sim, proof_models):
     sim = start_proof_sim(start_sim, proof_models)
     paths = {proof_models[0]: REAL_TARGET, proof_models[1]: REAL_DRAFTER, str(sim.port): '30000'}
     assert startup_lines(sim.log(), paths) == startup_lines(proof_text('deploy-depth5.server.log'), {})
+
+
+def test_0511_startup_log_is_the_recorded_one(start_sim, proof_models):
+    """0.5.11 gives the target its KV cache and CUDA graphs before it loads the drafter, in other words."""
+    target, drafter = proof_models
+    sim = start_sim(*(ROLE_FLAGS_0511 + ('--speculative-draft-model-path', drafter) + DEPTH[5] + BACKENDS), model=target,
+                    env={'SGLANG_SIM_VERSION': '0.5.11'})
+    with open(os.path.join(PROOF_0511, 'unfixed-layers0.server.log'), encoding='utf-8') as f:
+        recorded = f.read()
+
+    def lines(log, paths):
+        return [line for line in startup_lines(log, paths) if not any(skip in line for skip in NOT_SIMULATED_0511)]
+
+    paths = {target: REAL_TARGET, drafter: REAL_DRAFTER + '-0.5.11', str(sim.port): '30000'}
+    assert lines(sim.log(), paths) == lines(recorded, {})
 
 
 def test_kv_cache_size_follows_the_model_config(start_sim, proof_models):

@@ -210,6 +210,33 @@ def test_genuine_sglang_h200_start_timeline(tmp_path):
     assert waiter.phase == 'ready' and waiter.tracebacks.exceptions == [] and waiter.fatal is None
 
 
+SGLANG_0511_START = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'fixtures',
+                                 'sglang-0.5.11-h200-proof', 'unfixed-layers0.server.log')
+
+
+PHASES_0511 = [
+    ('launching', ''),
+    ('distributed_init', 'Init torch distributed begin.'),
+    ('load_weights', 'Load weight begin. avail mem=139.13 GB'),
+    ('kv_cache', 'KV Cache is allocated. #tokens: 21854358, K size: 2'),
+    ('cuda_graphs', 'Capture cuda graph begin. This can take up to sev'),
+    ('compile', 'Compiling a graph for dynamic shape takes 0.10 s'),
+    ('http_server', 'INFO:     Application startup complete.'),
+    ('ready', 'The server is fired up and ready to roll!'),
+]
+
+
+def test_genuine_sglang_0511_start_timeline():
+    """0.5.11 captures the target's graphs before it loads the drafter: the phases still only go forward."""
+    waiter = unreachable_waiter(SGLANG_0511_START)
+    assert waiter.run(0.3) == health.STATUS_WAITING
+    # Each phase with the start of its line, after the time stamp.
+    assert [(p['phase'], (p.get('line') or '')[22:][:len(start)]) for p, (dummy, start) in zip(waiter.phases, PHASES_0511)] \
+        == PHASES_0511
+    assert len(waiter.phases) == len(PHASES_0511)
+    assert waiter.tracebacks.exceptions == [] and waiter.fatal is None
+
+
 def test_current_phase_stays_while_sglang_initialises_the_drafter(tmp_path):
     lines = read_lines(SGLANG_H200_START)
     drafter_init = [n for n, line in enumerate(lines) if 'Init torch distributed begin' in line][1]

@@ -40,6 +40,10 @@ LOADING = ('\rMulti-thread loading shards:   0%% Completed | 0/1 [00:00<?, ?it/s
            '\rMulti-thread loading shards: 100%% Completed | 1/1 [00:00<00:00, %.2fit/s]\n')
 # Printed once per process, in the first capture, by nvidia-cutlass-dsl (harmless, as recorded).
 CUTE_DSL_WALK = 'Unexpected error during package walk: cutlass.cute.experimental'
+# Up to 0.5.11 (recorded on the H200) the target is loaded, gets its KV cache and its CUDA
+# graphs before the drafter is loaded; the KV and capture lines are worded differently.
+TARGET_FIRST_UNTIL = (0, 5, 12)
+MINUTES = ' This can take up to several minutes.'
 
 
 class Fatal(Exception):
@@ -118,6 +122,7 @@ class Server(_http.Counters):
         self.stopping = False
         self.health_calls = 0
         self.deprecations = _flags.version_tuple(self.version) >= (0, 5, 15)
+        self.target_first = _flags.version_tuple(self.version) < TARGET_FIRST_UNTIL
 
     def metrics_text(self):
         return _http.metrics_text(self)
@@ -242,7 +247,7 @@ class Server(_http.Counters):
         log('Load weight end. elapsed=0.13 s, type=%s, avail mem=%.2f GB, mem usage=%.2f GB.'
             % (archs[0], avail - weights / GB, weights / GB))
         self.hold(indexes, [weights] * len(indexes))
-        if self.spec:
+        if self.spec and not self.target_first:
             self.load_drafter(avail - weights / GB)
         self.pause('load', 0.3)
         # KV cache: SGLang keeps (1 - mem_fraction_static) of the total free and fills the rest.
@@ -257,21 +262,63 @@ class Server(_http.Counters):
         drafter_layers = 1 if self.spec else 0
         tokens = int(rest * 1024 * 1024 / (2 * per_layer * (layers + drafter_layers)))
         self.max_total_num_tokens = tokens
-        kv_gb = 0.0
-        for count in [layers] + [drafter_layers] * drafter_layers:
-            k_gb = tokens * per_layer * count / 1024.0 ** 3
-            kv_gb += 2 * k_gb
-            log('KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, K size: %.2f GB, V size: %.2f GB' % (tokens, k_gb, k_gb))
-            log('Memory pool end. avail mem=%.2f GB' % (avail - weights / GB - kv_gb))
+        kv_gb = 2 * tokens * per_layer * (layers + drafter_layers) / 1024.0 ** 3
         hold = [max(weights, total * a['mem_fraction_static'] - other) + OVERHEAD_MIB for other in others]
         self.hold(indexes, hold)
         self.memory_usage = {'weight': round(weights / GB, 2), 'kvcache': round(kv_gb, 2), 'token_capacity': tokens, 'graph': 0.04}
-        left = self.capture_graphs(avail - weights / GB - kv_gb)
+        avail -= weights / GB
+        if self.target_first:
+            left = self.target_first_start(avail, tokens, per_layer, layers)
+        else:
+            avail = self.kv_cache_lines(avail, tokens, per_layer, [layers] + [drafter_layers] * drafter_layers)
+            left = self.capture_graphs(avail)
         log('max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, '
             'available_gpu_mem=%.2f GB' % (tokens, a['chunked_prefill_size'], a['max_prefill_tokens'],
                                            a['max_running_requests'] or 4096, self.context_length, left))
-        log('Tree cache initialized: source=default impl=RadixCache hybrid_swa=False hybrid_ssm=False hierarchical=False '
-            'streaming_wrapped=False')
+        if not self.target_first:
+            log('Tree cache initialized: source=default impl=RadixCache hybrid_swa=False hybrid_ssm=False hierarchical=False '
+                'streaming_wrapped=False')
+
+    def kv_cache_lines(self, avail, tokens, per_layer, layer_counts):
+        """The KV cache lines of each model (layer count); returns the memory left."""
+        for count in layer_counts:
+            k_gb = tokens * per_layer * count / 1024.0 ** 3
+            avail -= 2 * k_gb
+            if self.target_first:
+                self.log('Using KV cache dtype: torch.bfloat16')
+                self.log('KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB' % (tokens, k_gb, k_gb))
+            else:
+                self.log('KV Cache is allocated. dtype: torch.bfloat16, #tokens: %d, K size: %.2f GB, V size: %.2f GB'
+                         % (tokens, k_gb, k_gb))
+            self.log('Memory pool end. avail mem=%.2f GB' % avail)
+        return avail
+
+    def target_first_start(self, avail, tokens, per_layer, layers):
+        """0.5.11's order: target KV cache and graphs, then the drafter's load, KV cache and graphs."""
+        bs = self.args['cuda_graph_config']['decode']['bs']
+        avail = self.kv_cache_lines(avail, tokens, per_layer, [layers])
+        target = [('cuda graph', MINUTES, ['Capture cuda graph bs %s' % bs, CUTE_DSL_WALK], 0.04),
+                  ('piecewise CUDA graph', '', ['Capture cuda graph num tokens %s' % PREFILL_TOKENS,
+                                                'Compiling a graph for dynamic shape takes 0.10 s'], 0.13)]
+        avail = self.target_first_captures(target, avail)
+        self.crash_point('graphs')
+        if self.spec:
+            self.load_drafter(avail)
+            avail = self.kv_cache_lines(avail, tokens, per_layer, [1])
+            avail = self.target_first_captures([('draft cuda graph', MINUTES, [], 0.06),
+                                          ('draft extend cuda graph', MINUTES, [], 0.03)], avail)
+        return avail
+
+    def target_first_captures(self, steps, avail):
+        for name, note, lines, used in steps:
+            self.log('Capture %s begin.%s avail mem=%.2f GB' % (name, note, avail))
+            for line in lines:
+                self.log(line)
+            self.pause('graphs', 0.25)
+            avail -= used
+            self.log('Capture %s end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.'
+                     % (name, self.config.seconds('graphs', 0.25), used, avail))
+        return avail
 
     def load_drafter(self, avail):
         a, log = self.args, self.log
@@ -459,13 +506,15 @@ def main(argv=None):
         while True:
             time.sleep(3600)
     time.sleep(config.seconds('imports'))
-    if _flags.version_tuple(config.version) >= (0, 5, 15):
+    if _flags.version_tuple(config.version) >= (0, 5, 11):  # recorded in 0.5.11 and 0.5.15
         warnings.warn(
             "'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.\n"
             "  Example: sglang serve --model-path <model> [options]", UserWarning, stacklevel=1)
     namespace = _flags.build_parser(config.version, _args.value_types()).parse_args(argv)
     try:
         args = _args.resolve(namespace, log)
+        if args['speculative_algorithm'] and _flags.version_tuple(config.version) < TARGET_FIRST_UNTIL:
+            log('Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.')
     except _args.ServerArgsError as exc:
         sys.stderr.write('Traceback (most recent call last):\n  File "%s", line 1, in __post_init__\nValueError: %s\n' % (__file__, exc))
         return 1

@@ -305,8 +305,8 @@ class Server(_http.Counters):
         if self.spec:
             self.load_drafter(avail)
             avail = self.kv_cache_lines(avail, tokens, per_layer, [1])
-            avail = self.target_first_captures([('draft cuda graph', MINUTES, [], 0.06),
-                                          ('draft extend cuda graph', MINUTES, [], 0.03)], avail)
+            drafter = [('draft cuda graph', MINUTES, [], 0.06), ('draft extend cuda graph', MINUTES, [], 0.03)]
+            avail = self.target_first_captures(drafter, avail)
         return avail
 
     def target_first_captures(self, steps, avail):

@@ -18,7 +18,7 @@ description:
     the client's own CPU time.
   - Acceptance length is the mean of the per-request figures when the server gives them
     (SGLang C(/generate) C(meta_info)); else C(internal_states[0].avg_spec_accept_length)
-    from C(/server_info) (or C(/get_server_info) before SGLang 0.5.15) when O(flush_cache=true) reset it before the run; else it is
+    from C(/server_info) (or C(/get_server_info) where a server lacks it) when O(flush_cache=true) reset it before the run; else it is
     derived from C(/metrics) (vLLM C(spec_decode_num_accepted_tokens_total) /
     C(spec_decode_num_drafts_total) + 1 over the run, or SGLang's C(spec_accept_length)
     gauge).

@@ -123,6 +123,7 @@ class Server(_http.Counters):
         self.health_calls = 0
         self.deprecations = _flags.version_tuple(self.version) >= (0, 5, 15)
         self.target_first = _flags.version_tuple(self.version) < TARGET_FIRST_UNTIL
+        self.cutlass_walked = False
 
     def metrics_text(self):
         return _http.metrics_text(self)
@@ -221,6 +222,8 @@ class Server(_http.Counters):
     # ------------------------------------------------------------ start-up
     def startup(self):
         a, log = self.args, self.log
+        if self.spec and self.target_first:
+            log('Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.')
         log('server_args=%s' % _args.server_args_repr(a))
         log('Using default HuggingFace chat template with detected content format: string')
         if self.spec:
@@ -297,7 +300,7 @@ class Server(_http.Counters):
         """0.5.11's order: target KV cache and graphs, then the drafter's load, KV cache and graphs."""
         bs = self.args['cuda_graph_config']['decode']['bs']
         avail = self.kv_cache_lines(avail, tokens, per_layer, [layers])
-        target = [('cuda graph', MINUTES, ['Capture cuda graph bs %s' % bs, CUTE_DSL_WALK], 0.04),
+        target = [('cuda graph', MINUTES, ['Capture cuda graph bs %s' % bs], 0.04),
                   ('piecewise CUDA graph', '', ['Capture cuda graph num tokens %s' % PREFILL_TOKENS,
                                                 'Compiling a graph for dynamic shape takes 0.10 s'], 0.13)]
         avail = self.target_first_captures(target, avail)
@@ -314,11 +317,21 @@ class Server(_http.Counters):
             self.log('Capture %s begin.%s avail mem=%.2f GB' % (name, note, avail))
             for line in lines:
                 self.log(line)
+            self.cutlass_walk()
             self.pause('graphs', 0.25)
             avail -= used
             self.log('Capture %s end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.'
                      % (name, self.config.seconds('graphs', 0.25), used, avail))
         return avail
+
+    def cutlass_walk(self):
+        """nvidia-cutlass-dsl's own logger line, then SGLang's copy of it: once, in the first capture (0.5.11 and 0.5.15)."""
+        if self.cutlass_walked:
+            return
+        self.cutlass_walked = True
+        self.log.raw('%s,%03d - CUTE_DSL - WARNING - [handle_import_error] - %s\n'
+                     % (time.strftime('%Y-%m-%d %H:%M:%S'), int(time.time() * 1000) % 1000, CUTE_DSL_WALK))
+        self.log(CUTE_DSL_WALK)
 
     def load_drafter(self, avail):
         a, log = self.args, self.log
@@ -357,10 +370,7 @@ class Server(_http.Counters):
                 label, items = 'Capturing batches (bs=%d avail_mem=%.2f GB)', _int_list(detail, 'bs')
             labels = [label % (item, avail - used * k / len(items)) for k, item in enumerate(reversed(items))]
             self.log.raw(_progress('', 0, len(items)) + _progress(labels[0], 0, len(items)))
-            if number == 0:
-                self.log.raw('%s,%03d - CUTE_DSL - WARNING - [handle_import_error] - %s\n'
-                             % (time.strftime('%Y-%m-%d %H:%M:%S'), int(time.time() * 1000) % 1000, CUTE_DSL_WALK))
-                log(CUTE_DSL_WALK)
+            self.cutlass_walk()
             self.pause('graphs', 1.0 / len(steps))
             if number == len(steps) - 1:
                 self.crash_point('graphs')
@@ -513,8 +523,6 @@ def main(argv=None):
     namespace = _flags.build_parser(config.version, _args.value_types()).parse_args(argv)
     try:
         args = _args.resolve(namespace, log)
-        if args['speculative_algorithm'] and _flags.version_tuple(config.version) < TARGET_FIRST_UNTIL:
-            log('Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.')
     except _args.ServerArgsError as exc:
         sys.stderr.write('Traceback (most recent call last):\n  File "%s", line 1, in __post_init__\nValueError: %s\n' % (__file__, exc))
         return 1

@@ -87,10 +87,11 @@ _FIRST_DEPLOY = {}
 
 
 @pytest.fixture
-def deployed(fleet, run_playbook):
+def deployed(fleet, run_playbook, prepare_simulator):
     """The fleet after one deploy to all four hosts (run once per session; the tests below
     build on that state in order)."""
     if 'result' not in _FIRST_DEPLOY:
+        prepare_simulator(extra_vars=deploy_vars())
         _FIRST_DEPLOY['result'] = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(), expect_rc=0,
                                                timeout=600)
     return fleet, _FIRST_DEPLOY['result']
@@ -163,6 +164,15 @@ def test_api_key_in_no_output_and_env_file_0600(deployed, run_playbook):
                                  'except urllib.error.HTTPError as e: print(e.code)\'').stdout.strip()
         assert status == '401'
         assert http_json(fleet, host, '/v1/models')['data']
+        # The server prints its arguments (ServerArgs(... api_key=...)): the key is filtered
+        # out of its log, no process of it has the key in its environment, and both the log and
+        # the key file are private.
+        log = fleet.ssh(host, 'cat /var/log/llmops/sglang-main.log').stdout
+        assert "api_key='<redacted>'" in log and API_KEY not in log
+        assert fleet.ssh(host, 'stat -c %a /var/log/llmops/sglang-main.log /etc/llmops/sglang-main.key').stdout.split() \
+            == ['600', '600']
+        environ = fleet.ssh(host, 'cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n"').stdout
+        assert 'LLMOPS_SERVER_API_KEY_FILE=/etc/llmops/sglang-main.key' in environ and API_KEY not in environ
     unit = fleet.ssh('sd1', 'cat /etc/systemd/system/llmops-sglang-main.service').stdout
     assert API_KEY not in unit and 'EnvironmentFile=' + ENV_FILE in unit and 'KillMode=control-group' in unit
 

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -126,6 +127,11 @@ class Proof:
             # The models come from the device's own torch/transformers, not the carried wheels.
             self.models_env = {k: v for k, v in self.env.items() if k != 'PYTHONPATH'}
         self.memo_path = self.results / 'memo.json'
+        if simulate:
+            # Here another server (make demo's, another checkout's) may hold the usual port.
+            self.results.mkdir(parents=True, exist_ok=True)
+            port = self.memo().get('port') or free_port()
+            self.env['LLMOPS_PROOF_PORT'] = str(self.memo(port=port)['port'])
         self.engine_down = None  # set when a server never got ready: later starts are skipped
 
     # ---------------------------------------------------------------- bookkeeping
@@ -217,8 +223,10 @@ class Proof:
         return [line for line in apps.splitlines() if line.strip()], rows, raw
 
     def server_processes(self, session=None):
-        """Processes of our server: its session, or a command line under our work folder; on
-        the device also anything named sglang (nothing else runs there)."""
+        """Processes of our server: those of its session (the process launcher starts it as a
+        session leader, so every worker keeps its session id); without a known session, those
+        whose command line names our work folder. A bystander that merely mentions sglang is
+        not ours."""
         found = []
         for entry in os.listdir('/proc'):
             if not entry.isdigit() or int(entry) == os.getpid():
@@ -231,8 +239,11 @@ class Proof:
             fields = stat[stat.rfind(')') + 2:].split()
             if fields and fields[0] == 'Z':
                 continue
-            ours = (session is not None and len(fields) > 3 and fields[3] == str(session)) or str(self.work) in cmdline
-            if ours or (not self.simulate and 'sglang' in cmdline and 'h200_proof' not in cmdline):
+            if session is not None:
+                ours = len(fields) > 3 and fields[3] == str(session)
+            else:
+                ours = str(self.work) in cmdline
+            if ours:
                 found.append('%s %s' % (entry, cmdline.strip()[:160]))
         return found
 
@@ -591,6 +602,12 @@ class Proof:
 
 
 # -------------------------------------------------------------------- helpers
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
 def trim_file(path, head, tail):
     lines = path.read_text(errors='replace').splitlines()
     if len(lines) > head + tail:

@@ -42,8 +42,22 @@ or fully fixed, and the next run finishes the job):
   (and the normal run applies the fix) or fixed. A journal whose checksum does not match
   was torn before its rename was durable, so the file was never touched and the journal
   is simply removed.
-* ``LLMOPS_DRAFTER_FAULT_STEP=N`` (tests only) makes the process SIGKILL itself after
-  its N-th durable step (each write, fsync, rename, link or unlink).
+* Every durable step (each write, fsync, rename, link or unlink) ends with a call of
+  ``durable_step()``, which does nothing; the crash-safety tests replace it to kill the
+  process after each step in turn.
+
+Concurrent runs (hosts sharing one model store): ``DirectoryLocks`` takes ``flock(2)`` on
+a lock file ``.drafter-lock`` in each directory before ``recover`` and holds it until the
+last write, so one run never removes another run's journal or temporary file, and a run
+that waited reads the headers the other run left. The lock file is kept (removing it
+would let two runs lock two different files). On local file systems ``flock`` is the
+kernel's own lock. On NFS the Linux client (2.6.12 and later) emulates ``flock`` with a
+whole-file POSIX byte-range lock, which the server arbitrates for every client: NFSv4
+carries it in the protocol (the lock is released when the client's lease expires, by
+default 90 s, if a host dies); NFSv3 needs the NLM side protocol (``lockd`` and
+``rpc.statd`` running on client and server), and a mount with ``nolock`` or
+``local_lock=flock``/``all`` makes the lock local to each host, which does not protect
+runs on different hosts.
 """
 
 from __future__ import annotations
@@ -52,9 +66,9 @@ import datetime
 import errno
 import hashlib
 import json
+import fcntl
 import mmap
 import os
-import signal
 import stat
 import struct
 
@@ -70,26 +84,17 @@ MAX_HEADER_BYTES = 100 * 1000 * 1000
 PAGE_SIZE = mmap.PAGESIZE
 COPY_CHUNK = 64 * 1024 * 1024
 JOURNAL_MAGIC = b'LLMOPS-DRAFTER-JOURNAL-1\n'
-FAULT_ENV = 'LLMOPS_DRAFTER_FAULT_STEP'
 JOURNAL_SUFFIX = '.drafter-journal'  # .NAME.drafter-journal beside NAME
 TMP_MARK = '.drafter-tmp-'  # .NAME.drafter-tmp-PID beside NAME
-
-_steps_done = 0
+LOCK_NAME = '.drafter-lock'
 
 
 class SafetensorsError(Exception):
     """A file is not a valid safetensors file; the message names the file."""
 
 
-def _fault_point():
-    """Test hook: SIGKILL this process after the N-th durable step (see module doc)."""
-    global _steps_done
-    limit = os.environ.get(FAULT_ENV)
-    if not limit:
-        return
-    _steps_done += 1
-    if _steps_done >= int(limit):
-        os.kill(os.getpid(), signal.SIGKILL)
+def durable_step():
+    """Called after each durable step; a hook for the crash-safety tests (see module doc)."""
 
 
 class Header:
@@ -125,6 +130,19 @@ def _numel(shape):
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _serde_kind(value):
+    """How the safetensors library (Rust serde) names an unexpected JSON value."""
+    if isinstance(value, bool):
+        return 'boolean `%s`' % json.dumps(value)
+    if isinstance(value, int):
+        return 'integer `%d`' % value
+    if isinstance(value, float):
+        return 'floating point `%r`' % value
+    if value is None:
+        return 'null'
+    return 'sequence' if isinstance(value, list) else 'map'
 
 
 def read_header(path):
@@ -164,6 +182,11 @@ def parse_header(path, raw, size):
     metadata = doc.pop('__metadata__', None)
     if metadata is not None and not isinstance(metadata, dict):
         raise SafetensorsError('%s: __metadata__ is not an object' % path)
+    for key, value in (metadata or {}).items():
+        if not isinstance(value, str):
+            raise SafetensorsError(
+                '%s: __metadata__ %r: safetensors refuses the file (invalid type: %s, expected '
+                'a string): metadata values must be strings' % (path, key, _serde_kind(value)))
     data_len = size - 8 - len(raw)
     spans = []
     for name, info in doc.items():
@@ -296,9 +319,9 @@ def atomic_write(path, data, mode=None):
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         _write_all(fd, data)
-        _fault_point()
+        durable_step()
         os.fsync(fd)
-        _fault_point()
+        durable_step()
     finally:
         os.close(fd)
     try:
@@ -307,9 +330,9 @@ def atomic_write(path, data, mode=None):
     except BaseException:
         _unlink_quietly(tmp)
         raise
-    _fault_point()
+    durable_step()
     fsync_dir(path)
-    _fault_point()
+    durable_step()
 
 
 def _unlink_quietly(path):
@@ -349,6 +372,58 @@ def _leftovers(directory):
         elif name.endswith(JOURNAL_SUFFIX):
             journals.append(os.path.join(directory, name))
     return journals, temps
+
+
+class DirectoryLocks:
+    """``flock`` on ``LOCK_NAME`` in each of ``directories`` (see module doc), as a context.
+
+    ``exclusive``: an exclusive lock where the directory is writable, on a lock file that
+    exists or, with ``create``, is created; a shared lock elsewhere (check mode, a
+    directory this user cannot write), so that a reader never sees a header half
+    written. No lock where there is no lock file to take. ``self.exclusive``: the
+    directories locked exclusively. The directories are locked in sorted order, so two
+    runs never wait for each other in a cycle.
+    """
+
+    def __init__(self, directories, exclusive=True, create=False):
+        self.directories = sorted(set(directories))
+        self.want_exclusive = exclusive
+        self.create = create
+        self.exclusive = set()
+        self.fds = []
+
+    def __enter__(self):
+        try:
+            for directory in self.directories:
+                self._lock(directory)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _lock(self, directory):
+        path = os.path.join(directory, LOCK_NAME)
+        exclusive = self.want_exclusive and os.access(directory, os.W_OK)
+        flags = os.O_RDWR | (os.O_CREAT if self.create else 0) if exclusive else os.O_RDONLY
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.EACCES) and not (exclusive and self.create):
+                return
+            raise
+        self.fds.append(fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except OSError as exc:
+            raise SafetensorsError(
+                '%s: cannot lock: %s (on NFSv3 the lock needs lockd and rpc.statd on the client '
+                'and the server)' % (path, exc.strerror or exc))
+        if exclusive:
+            self.exclusive.add(directory)
+
+    def __exit__(self, *exc_info):
+        while self.fds:
+            os.close(self.fds.pop())
 
 
 def pending_recovery(directory):
@@ -408,20 +483,28 @@ def write_header_in_place(header, new_region, backup=False):
     old, new = old_region[span[0]:span[1]], new_region[span[0]:span[1]]
     fd = os.open(path, os.O_RDWR)
     try:
-        if os.pread(fd, len(old_region), 8) != old_region:
-            raise SafetensorsError('%s: header changed while it was being fixed' % path)
+        _verify_unchanged(header, fd)
         atomic_write(journal_path(path), _encode_journal(offset, old, new), 0o600)
         _write_all(fd, new, offset)
-        _fault_point()
+        durable_step()
         os.fsync(fd)
-        _fault_point()
+        durable_step()
     finally:
         os.close(fd)
     os.unlink(journal_path(path))
-    _fault_point()
+    durable_step()
     fsync_dir(path)
-    _fault_point()
+    durable_step()
     return len(new), saved
+
+
+def _verify_unchanged(header, fd):
+    """Raise unless the open file ``fd`` still has the header and size ``header`` was read
+    with (another writer may have changed it since: its data would be at other offsets)."""
+    expected = struct.pack('<Q', header.header_len) + header.raw
+    if (os.pread(fd, len(expected), 0) != expected
+            or os.fstat(fd).st_size != header.data_start + header.data_len):
+        raise SafetensorsError('%s: header changed while it was being fixed' % header.path)
 
 
 def _copy_range(src, dst, src_offset, dst_offset, length):
@@ -468,13 +551,14 @@ def rewrite_with_header(header, new_region, dest=None, backup=False):
     saved = None
     fd_in = os.open(src_path, os.O_RDONLY)
     try:
+        _verify_unchanged(header, fd_in)
         fd_out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             _write_all(fd_out, struct.pack('<Q', len(new_region)) + new_region)
             _copy_range(fd_in, fd_out, header.data_start, 8 + len(new_region), header.data_len)
-            _fault_point()
+            durable_step()
             os.fsync(fd_out)
-            _fault_point()
+            durable_step()
         finally:
             os.close(fd_out)
     except BaseException:
@@ -485,9 +569,9 @@ def rewrite_with_header(header, new_region, dest=None, backup=False):
     if backup and not os.path.islink(dest):
         saved = backup_path(dest, 'orig')
         os.link(dest, saved)
-        _fault_point()
+        durable_step()
     os.rename(tmp, dest)
-    _fault_point()
+    durable_step()
     fsync_dir(dest)
-    _fault_point()
+    durable_step()
     return 8 + len(new_region) + header.data_len, saved

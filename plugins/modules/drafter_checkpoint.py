@@ -29,10 +29,20 @@ description:
   - Crash safe. A run killed at any instant leaves each file as it was or fully fixed,
     and the next run finishes the job (interrupted in-place writes are journaled and
     recovered first).
-  - "Symbolic links (Hugging Face cache C(snapshots/) pointing into C(blobs/)): by
-    default a link whose file must change is replaced by a fixed private copy beside it,
-    and the shared blob is left untouched. O(modify_shared_blobs=true) fixes the blob in
-    place instead, which changes it for every snapshot that shares it."
+  - "Symbolic links (Hugging Face cache C(snapshots/) pointing into C(blobs/)) and hard
+    links (a file whose link count is above 1, for example a C(cp -al) backup): by
+    default a file that must change and has another name is replaced by a fixed private
+    copy, and the shared blob or the other names keep the original.
+    O(modify_shared_blobs=true) fixes the blob or the hard-linked file in place instead,
+    which changes it for every name that shares it."
+  - "Concurrent runs on one directory (hosts sharing a model store) are serialised by an
+    exclusive C(flock) on a lock file C(.drafter-lock) in the directory, created by the
+    first run that writes there and kept. A run that waited for another finds the files
+    it left and reports them unchanged. On NFS the Linux client emulates C(flock) with a
+    POSIX byte-range lock that the server arbitrates for every client: NFSv4 supports it
+    natively; NFSv3 needs C(lockd)/C(rpc.statd) on the clients and the server, and a mount
+    with C(nolock) or C(local_lock) makes the lock local to each host (no protection
+    between hosts)."
   - Fails, without modifying anything, on bad input (not safetensors, truncated, invalid
     header, read-only files, C(pytorch_model.bin) ...) and when problems remain that
     would stop the engine loading the drafter correctly.
@@ -113,14 +123,17 @@ options:
     default: false
   modify_shared_blobs:
     description:
-      - When a file to fix is a symbolic link, fix its target in place instead of
-        replacing the link with a fixed private copy.
-      - Other Hugging Face cache snapshots that share the blob see the change.
+      - When a file to fix is a symbolic link or has other hard links, fix it in place
+        instead of replacing the name with a fixed private copy.
+      - Other Hugging Face cache snapshots that share the blob (or the other hard links)
+        see the change.
     type: bool
     default: false
 notes:
   - Files are fixed one after another, then the index, then config.json. Each step is
     atomic; a rerun after an interruption converges.
+  - config.json and the index are always replaced by a rename, so a hard-linked copy of
+    them elsewhere keeps the original.
   - The recovery of an interrupted run happens even with O(fix=false) (it only restores
     or completes the state the interrupted run left); in check mode it is only reported.
   - vLLM builds the EAGLE-3 class from its speculative method whatever C(architectures)
@@ -194,7 +207,9 @@ files:
       description: Number of tensors in the file.
       type: int
     private_copy:
-      description: The file was a symbolic link and is replaced by a fixed private copy.
+      description:
+        - The file was a symbolic link or had other hard links, and is replaced by a fixed
+          private copy (the other names keep the original).
       type: bool
     backup_file:
       description: Where the original was kept, with O(backup=true).
@@ -319,11 +334,15 @@ def locate(path):
     return directory, config, None, [os.path.join(directory, n) for n in shards]
 
 
-def _dirs_to_recover(directory, files):
-    dirs = {directory}
+def _lock_dirs(directory, files, modify_shared_blobs):
+    """The directories a run locks, recovers and may write in: the drafter's, and the
+    link targets' (a Hugging Face cache's blobs/) when it writes there or an interrupted
+    run left files there."""
+    dirs = {directory} | {os.path.dirname(f) for f in files}
     for f in files:
-        dirs.add(os.path.dirname(f))
-        dirs.add(os.path.dirname(os.path.realpath(f)))
+        target = os.path.dirname(os.path.realpath(f))
+        if modify_shared_blobs or _safetensors.pending_recovery(target):
+            dirs.add(target)
     return sorted(dirs)
 
 
@@ -338,6 +357,39 @@ def _check_writable(path, replace=False):
     directory = os.path.dirname(path)
     if not os.access(directory, os.W_OK):
         raise DrafterError('%s: directory %s is not writable' % (path, directory))
+
+
+def _shared(path):
+    """Whether a fix in place would also change another name of the file: a symbolic
+    link (into a Hugging Face cache's blobs/) or a hard link (a ``cp -al`` backup)."""
+    return os.path.islink(path) or os.stat(path).st_nlink > 1
+
+
+class Checkpoint:
+    """What ``Drafter.read`` found."""
+
+    def __init__(self, directory, config_path, index_path):
+        self.directory = directory
+        self.config_path = config_path
+        self.config_label = config_path or os.path.join(directory, 'config.json (absent)')
+        self.index_path = index_path
+        self.headers = []
+        self.tensors = {}  # name -> (file, dtype, shape)
+        self.config = None
+        self.index = None
+
+
+class Plan:
+    """What ``Drafter.plan`` would change: tensor names, config.json, index, each file."""
+
+    def __init__(self, mapping, layout_after):
+        self.mapping = mapping  # old name -> new name, renamed tensors only
+        self.layout_after = layout_after
+        self.tensors_after = {}
+        self.rename_problems = []
+        self.config_after = None
+        self.index_after = None
+        self.files = []  # one _plan_file() per header
 
 
 class Drafter:
@@ -355,126 +407,172 @@ class Drafter:
                 raise DrafterError('rename: every rule needs a non-empty "from" prefix')
 
     def run(self):
-        p = self.p
-        directory, config_path, index_path, files = locate(p['path'])
-        recovered = []
-        for d in _dirs_to_recover(directory, files):
-            if self.check_mode:
-                if _safetensors.pending_recovery(d):
-                    recovered.append('%s: an interrupted fix would be recovered' % d)
-            else:
-                recovered.extend(_safetensors.recover(d))
+        """Read, plan, validate and apply while holding the directory locks.
 
-        headers, tensors = [], {}
+        A first pass holds the locks whose files exist (creating none, so a run that
+        changes nothing leaves the directory as it was). A run that has something to
+        write starts again holding all of them: when it waited for another run, it reads
+        what that run left, usually a drafter that needs nothing more.
+        """
+        located = locate(self.p['path'])
+        dirs = _lock_dirs(located[0], located[3], self.p['modify_shared_blobs'])
+        result = self._locked_pass(located, dirs, create=False)
+        if result is None:
+            result = self._locked_pass(located, dirs, create=True)
+        return result
+
+    def _locked_pass(self, located, dirs, create):
+        """The result, or None when there is something to write without every lock held."""
+        with _safetensors.DirectoryLocks(dirs, exclusive=not self.check_mode, create=create) as locks:
+            recovered = self._recover(dirs, locks.exclusive)
+            found = self.read(located)
+            plan = self.plan(found)
+            result = self.validate(found, plan, recovered)
+            if result['changed'] and not (create or self.check_mode or locks.exclusive == set(dirs)):
+                return None
+            self.apply(found, plan, result)
+        return result
+
+    def _recover(self, dirs, exclusive):
+        """Finish or undo interrupted runs where this run holds the lock; elsewhere (check
+        mode, first pass) only report them."""
+        done = []
+        for d in dirs:
+            if d in exclusive:
+                done.extend(_safetensors.recover(d))
+            elif _safetensors.pending_recovery(d):
+                done.append('%s: an interrupted fix would be recovered' % d)
+        return done
+
+    def read(self, located):
+        """Headers of every file, config.json and the sharded index."""
+        directory, config_path, index_path, files = located
+        found = Checkpoint(directory, config_path, index_path)
         for f in files:
             try:
                 header = _safetensors.read_header(f)
             except _safetensors.SafetensorsError as exc:
                 raise DrafterError(str(exc))
             for name, info in header.tensors.items():
-                if name in tensors:
-                    raise DrafterError('%s: tensor %r is also in %s' % (f, name, tensors[name][0]))
-                tensors[name] = (f, info['dtype'], info['shape'])
-            headers.append(header)
-        config = _load_json(config_path, 'config.json') if config_path else None
-        config_label = config_path or os.path.join(directory, 'config.json (absent)')
+                if name in found.tensors:
+                    raise DrafterError('%s: tensor %r is also in %s' % (f, name, found.tensors[name][0]))
+                found.tensors[name] = (f, info['dtype'], info['shape'])
+            found.headers.append(header)
+        if config_path:
+            found.config = _load_json(config_path, 'config.json')
+        if index_path:
+            found.index = _load_json(index_path, 'the sharded index')
+        return found
 
-        mapping, layout_after = _eagle3.plan_renames(list(tensors), config or {}, self.rules,
-                                                     p['layout'], p['rename'])
-        if not p['fix']:
-            mapping, layout_after = {}, _eagle3.detect_layout(tensors)
-        tensors_after = {}
-        problems_rename = []
+    def plan(self, found):
+        """The renames, config.json's architectures, the index and how each file is written."""
+        p = self.p
+        tensors = found.tensors
+        if p['fix']:
+            plan = Plan(*_eagle3.plan_renames(list(tensors), found.config or {}, self.rules,
+                                               p['layout'], p['rename']))
+        else:
+            plan = Plan({}, _eagle3.detect_layout(tensors))
+        origin = {}
         for name, value in tensors.items():
-            new = mapping.get(name, name)
-            if new in tensors_after:
-                problems_rename.append('%s: duplicate tensor name %r after renaming (from %r and %r)'
-                                       % (value[0], new, tensors_after[new][3], name))
-            tensors_after[new] = value + (name,)
-        tensors_after = {n: v[:3] for n, v in tensors_after.items()}
+            new = plan.mapping.get(name, name)
+            if new in plan.tensors_after:
+                plan.rename_problems.append('%s: duplicate tensor name %r after renaming (from %r and %r)'
+                                            % (value[0], new, origin[new], name))
+            plan.tensors_after[new] = value
+            origin[new] = name
 
-        config_after = config
-        if (config is not None and p['fix'] and p['fix_architecture']
-                and not _eagle3.architecture_accepted(config, self.rules)
+        plan.config_after = found.config
+        if (found.config is not None and p['fix'] and p['fix_architecture']
+                and not _eagle3.architecture_accepted(found.config, self.rules)
                 and _eagle3.looks_like_eagle3(tensors)):
-            config_after = dict(config)
-            config_after['architectures'] = [_eagle3.EAGLE3_ARCHITECTURE]
+            plan.config_after = dict(found.config, architectures=[_eagle3.EAGLE3_ARCHITECTURE])
+
+        if found.index is not None:
+            weight_map = {plan.mapping.get(n, n): os.path.basename(v[0]) for n, v in tensors.items()}
+            if found.index['weight_map'] != weight_map:
+                plan.index_after = dict(found.index, weight_map=weight_map)
+        plan.files = [self._plan_file(h, plan.mapping) for h in found.headers]
+        return plan
+
+    def validate(self, found, plan, recovered):
+        """The result: problems before and after the plan; raise DrafterError when a file
+        that must change cannot be written."""
+        p = self.p
+        tensors = found.tensors
 
         def problems_of(tensor_map, cfg):
-            return _eagle3.find_problems(tensor_map, cfg, config_label, self.rules,
+            return _eagle3.find_problems(tensor_map, cfg, found.config_label, self.rules,
                                          p['path'], p['layout'])
-        before = problems_of(tensors, config)
-        after = problems_rename + problems_of(tensors_after, config_after)
-
-        index_doc = index_after = None
-        if index_path:
-            index_doc = _load_json(index_path, 'the sharded index')
-            weight_map = {mapping.get(n, n): os.path.basename(v[0]) for n, v in tensors.items()}
-            if index_doc['weight_map'] != weight_map:
-                stale = sorted(set(index_doc['weight_map'].items()) ^ set(
-                    (n, os.path.basename(v[0])) for n, v in tensors.items()))
-                if stale:
-                    before.append('%s: weight_map disagrees with the shards (%d entries, e.g. %r)'
-                                  % (index_path, len(stale), stale[0][0]))
-                index_after = dict(index_doc)
-                index_after['weight_map'] = weight_map
-
+        before = problems_of(tensors, found.config)
+        after = plan.rename_problems + problems_of(plan.tensors_after, plan.config_after)
+        if plan.index_after is not None:
+            stale = sorted(set(found.index['weight_map'].items()) ^ set(
+                (n, os.path.basename(v[0])) for n, v in tensors.items()))
+            if stale:
+                before.append('%s: weight_map disagrees with the shards (%d entries, e.g. %r)'
+                              % (found.index_path, len(stale), stale[0][0]))
+        problems = after if p['fix'] else before
+        writes = [pl for pl in plan.files if pl['method'] != 'unchanged']
+        config_changed = plan.config_after is not found.config and not problems
+        index_changed = plan.index_after is not None and p['fix'] and not problems
+        if problems:
+            writes = []
         result = {
-            'changed': bool(recovered),
+            'changed': bool(recovered or writes or config_changed or index_changed),
             'layout_before': _eagle3.detect_layout(tensors),
-            'layout_after': layout_after,
-            'renamed': len(mapping),
-            'renames': [{'from': k, 'to': v} for k, v in list(mapping.items())[:RENAMES_SHOWN]],
+            'layout_after': plan.layout_after,
+            'renamed': len(plan.mapping),
+            'renames': [{'from': k, 'to': v} for k, v in list(plan.mapping.items())[:RENAMES_SHOWN]],
             'files': [],
-            'config_changed': config_after is not config,
-            'index_changed': index_after is not None and p['fix'],
+            'config_changed': config_changed,
+            'index_changed': index_changed,
             'tensors': len(tensors),
-            'parameters': sum(h.parameters() for h in headers),
-            'problems': after if p['fix'] else before,
+            'parameters': sum(h.parameters() for h in found.headers),
+            'problems': problems,
             'fixed_problems': [m for m in before if m not in after] if p['fix'] else [],
             'recovered': recovered,
             '_label': self.rules.label,
             '_diff': {
                 'before': {'tensors': sorted(tensors),
-                           'architectures': (config or {}).get('architectures')},
-                'after': {'tensors': sorted(tensors_after),
-                          'architectures': (config_after or {}).get('architectures')},
+                           'architectures': (found.config or {}).get('architectures')},
+                'after': {'tensors': sorted(plan.tensors_after),
+                          'architectures': (plan.config_after or {}).get('architectures')},
             },
         }
-        if result['problems']:  # nothing is written: report what was found
-            result.update(config_changed=False, index_changed=False)
-            for h in headers:
-                result['files'].append(self._file_entry(h, 'unchanged', 0))
-            return result
-
-        plans = [self._plan_file(h, mapping) for h in headers]
-        writes = [pl for pl in plans if pl['method'] != 'unchanged']
         for pl in writes:
             _check_writable(pl['write_path'], replace=pl['private_copy'])
-        config_target, index_target = self._json_target(config_path), self._json_target(index_path)
-        if result['config_changed']:
-            _check_writable(config_target, replace=os.path.islink(config_target))
-        if result['index_changed']:
-            _check_writable(index_target, replace=os.path.islink(index_target))
+        for changed, path in ((config_changed, found.config_path), (index_changed, found.index_path)):
+            if changed:
+                target = self._json_target(path)
+                _check_writable(target, replace=os.path.islink(target))
+        return result
 
-        for pl in plans:
-            entry = self._file_entry(pl['header'], pl['method'], pl['bytes'], pl['private_copy'])
-            if pl['method'] != 'unchanged' and not self.check_mode:
-                entry['bytes_written'], saved = self._apply(pl)
+    def apply(self, found, plan, result):
+        """Write each file, then the index, then config.json (nothing in check mode or
+        when problems remain); fill in ``result['files']``."""
+        write = not self.check_mode and not result['problems']
+        for pl in plan.files:
+            method = pl['method'] if not result['problems'] else 'unchanged'
+            entry = {'path': pl['header'].path, 'method': method,
+                     'bytes_written': pl['bytes'] if method != 'unchanged' else 0,
+                     'tensors': len(pl['header'].tensors),
+                     'private_copy': pl['private_copy'] and method != 'unchanged'}
+            if method != 'unchanged' and write:
+                entry['bytes_written'], saved = self._write_file(pl)
                 if saved:
                     entry['backup_file'] = saved
             result['files'].append(entry)
-        if not self.check_mode:
-            if result['index_changed']:
-                _safetensors.atomic_write(index_target, _dump_json(index_after))
-            if result['config_changed']:
-                if p['backup']:
-                    saved = _safetensors.backup_path(config_path, 'orig')
-                    _safetensors.atomic_write(saved, _dump_json(config))
-                    result['config_backup_file'] = saved
-                _safetensors.atomic_write(config_target, _dump_json(config_after))
-        result['changed'] = bool(recovered or writes or result['config_changed'] or result['index_changed'])
-        return result
+        if not write:
+            return
+        if result['index_changed']:
+            _safetensors.atomic_write(self._json_target(found.index_path), _dump_json(plan.index_after))
+        if result['config_changed']:
+            if self.p['backup']:
+                saved = _safetensors.backup_path(found.config_path, 'orig')
+                _safetensors.atomic_write(saved, _dump_json(found.config))
+                result['config_backup_file'] = saved
+            _safetensors.atomic_write(self._json_target(found.config_path), _dump_json(plan.config_after))
 
     def _json_target(self, path):
         """Where a JSON file is written: a symbolic link is replaced by a private file
@@ -483,10 +581,6 @@ class Drafter:
             return os.path.realpath(path)
         return path
 
-    def _file_entry(self, header, method, written, private_copy=False):
-        return {'path': header.path, 'method': method, 'bytes_written': written,
-                'tensors': len(header.tensors), 'private_copy': private_copy}
-
     def _plan_file(self, header, mapping):
         """How to write this file's new header: unchanged, header_in_place or rewritten."""
         plan = {'header': header, 'method': 'unchanged', 'bytes': 0, 'private_copy': False,
@@ -494,8 +588,7 @@ class Drafter:
         new_tensors = {mapping.get(n, n): info for n, info in header.tensors.items()}
         if list(new_tensors) == list(header.tensors):
             return plan
-        link = os.path.islink(header.path)
-        if link and not self.p['modify_shared_blobs']:
+        if _shared(header.path) and not self.p['modify_shared_blobs']:
             plan.update(method='rewritten', private_copy=True)
         else:
             plan['write_path'] = os.path.realpath(header.path)
@@ -509,7 +602,7 @@ class Drafter:
         plan['bytes'] = 8 + len(plan['region']) + header.data_len
         return plan
 
-    def _apply(self, plan):
+    def _write_file(self, plan):
         header = plan['header']
         backup = self.p['backup']
         if plan['method'] == 'header_in_place':

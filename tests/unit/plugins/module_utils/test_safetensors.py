@@ -166,6 +166,38 @@ def test_rewrite_with_header_streams_data(sample, monkeypatch, kernel_copy):
     assert not st.pending_recovery(os.path.dirname(path))
 
 
+def test_rewrite_with_header_refuses_a_header_changed_meanwhile(sample):
+    """A stale header (another run rewrote the file since) would copy data from the wrong
+    offset: the source header is verified first, and nothing is written."""
+    path, tensors = sample
+    stale = st.read_header(path)
+    other = st.read_header(path)
+    longer = st.encode_header(renamed(other, 'layers.0.', 'another.longer.prefix.layers.0.'), other.metadata)
+    st.rewrite_with_header(other, longer)
+    current = open(path, 'rb').read()
+    region = st.encode_header(renamed(stale, 'layers.0.', 'a.much.longer.prefix.layers.0.'), stale.metadata)
+    with pytest.raises(st.SafetensorsError, match=r'model\.safetensors: header changed while'):
+        st.rewrite_with_header(stale, region)
+    assert open(path, 'rb').read() == current
+    assert not st.pending_recovery(os.path.dirname(path))
+    np.testing.assert_array_equal(load_file(path)['another.longer.prefix.layers.0.a'], tensors['layers.0.a'])
+
+
+@pytest.mark.parametrize('value, kind', [
+    (9, 'integer `9`'), (1.5, 'floating point `1.5`'), (True, 'boolean `true`'), (None, 'null'),
+    ([1], 'sequence'), ({'a': 'b'}, 'map'),
+])
+def test_metadata_values_must_be_strings_as_safetensors_requires(tmp_path, value, kind):
+    path = write_raw(str(tmp_path / 'bad.safetensors'), {'__metadata__': {'format': 'pt', 'epoch': value},
+                                                         **GOOD}, b'x' * 8)
+    reason = 'invalid type: %s, expected a string' % kind
+    with pytest.raises(Exception, match=re.escape(reason)):  # the library's own wording
+        load_file(path)
+    with pytest.raises(st.SafetensorsError, match=re.escape("bad.safetensors: __metadata__ 'epoch': ")
+                       + '.*' + re.escape(reason)):
+        st.read_header(path)
+
+
 def _fails(code):
     def fail(*args, **kwargs):
         raise OSError(code, os.strerror(code))

@@ -207,6 +207,40 @@ def test_symlinked_snapshot_gets_a_private_copy(tmp_path, capsys):
     assert not run(capsys, path=snap)['changed']
 
 
+def cp_al(tmp_path, d):
+    """A ``cp -al`` backup of drafter ``d``: every file hard-linked into backup/."""
+    backup = str(tmp_path / 'backup')
+    os.mkdir(backup)
+    for name in os.listdir(d):
+        os.link(os.path.join(d, name), os.path.join(backup, name))
+    return backup
+
+
+def test_hard_linked_file_gets_a_private_copy(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    written = write_drafter(d)
+    backup = cp_al(tmp_path, d)
+    kept = snapshot(backup)
+    result = run(capsys, path=d, engine_version='0.5.11')
+    entry = result['files'][0]
+    assert entry['method'] == 'rewritten' and entry['private_copy'] and 'backup_file' not in entry
+    assert snapshot(backup) == kept
+    assert os.stat(os.path.join(d, 'model.safetensors')).st_nlink == 1
+    same_data(d, written, to_mid)
+    assert not run(capsys, path=d, engine_version='0.5.11')['changed']
+
+
+def test_modify_shared_blobs_fixes_a_hard_linked_file_in_place(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    written = write_drafter(d)
+    backup = cp_al(tmp_path, d)
+    result = run(capsys, path=d, engine_version='0.5.11', modify_shared_blobs=True)
+    entry = result['files'][0]
+    assert entry['method'] == 'header_in_place' and not entry['private_copy']
+    assert os.path.samefile(os.path.join(d, 'model.safetensors'), os.path.join(backup, 'model.safetensors'))
+    same_data(backup, written, to_mid)
+
+
 def test_modify_shared_blobs_fixes_the_blob_in_place(tmp_path, capsys):
     snap, blobs, written = hf_cache(tmp_path)
     shared = snapshot(blobs)
@@ -285,6 +319,8 @@ def _bad(kind, d):
         os.unlink(st)
         with open(os.path.join(d, 'pytorch_model.bin'), 'wb') as f:
             f.write(b'PK\x03\x04')
+    elif kind == 'metadata value not a string':
+        write_header(st, {'__metadata__': {'format': 'pt', 'epoch': 9}, 'a': f32}, b'x' * 8)
     elif kind == 'empty directory':
         for name in os.listdir(d):
             os.unlink(os.path.join(d, name))
@@ -309,6 +345,9 @@ def _bad(kind, d):
     ('read-only file', 'model.safetensors: file is read-only (mode 444)'),
     ('pytorch_model.bin', 'pytorch_model.bin but no .safetensors: convert the checkpoint to safetensors'),
     ('empty directory', 'drafter: empty directory'),
+    ('metadata value not a string',
+     "model.safetensors: __metadata__ 'epoch': safetensors refuses the file (invalid type: integer `9`, "
+     "expected a string)"),
 ])
 def test_bad_input_fails_naming_file_and_modifies_nothing(tmp_path, capsys, kind, message):
     d = str(tmp_path / 'drafter')

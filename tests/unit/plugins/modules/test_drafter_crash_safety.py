@@ -3,9 +3,9 @@
 """Fault injection: a fix killed with SIGKILL at any point leaves every file either as it
 was or fully fixed, and a rerun converges.
 
-A forked child runs the fix with ``LLMOPS_DRAFTER_FAULT_STEP=N`` (it SIGKILLs itself after
-its N-th write/fsync/rename/unlink step) for every N, and again with SIGKILL sent from
-outside after random delays.
+A forked child runs the fix with ``_safetensors.durable_step`` monkeypatched to SIGKILL
+the child after its N-th write/fsync/rename/unlink step, for every N, and again with
+SIGKILL sent from outside after random delays.
 """
 
 from __future__ import annotations
@@ -95,6 +95,19 @@ def expected_states(tmp_path, scenario):
     return base, os.path.relpath(directory, base), extra, original, fixed
 
 
+class KillAfter:
+    """A ``durable_step`` hook that counts the steps and SIGKILLs the process at ``limit``."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.done = 0
+
+    def __call__(self):
+        self.done += 1
+        if self.limit is not None and self.done >= self.limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def run_child(directory, extra, fault_step=None, kill_after=None):
     """Fork a child that runs the fix; return (exit status or -signal, durable steps done).
 
@@ -107,12 +120,11 @@ def run_child(directory, extra, fault_step=None, kill_after=None):
         code = 3
         try:
             os.close(read_end)
-            os.environ.pop(_safetensors.FAULT_ENV, None)
-            if fault_step is not None:
-                os.environ[_safetensors.FAULT_ENV] = str(fault_step)
-            _safetensors._steps_done = 0
-            drafter_checkpoint.Drafter(dict(PARAMS, path=directory, **extra)).run()
-            os.write(write_end, str(_safetensors._steps_done).encode())
+            steps = KillAfter(fault_step)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(_safetensors, 'durable_step', steps)
+                drafter_checkpoint.Drafter(dict(PARAMS, path=directory, **extra)).run()
+            os.write(write_end, str(steps.done).encode())
             code = 0
         finally:
             os._exit(code)
@@ -213,3 +225,59 @@ def test_check_mode_reports_a_pending_recovery_and_changes_nothing(tmp_path):
     assert result['changed'] and 'an interrupted fix would be recovered' in result['recovered'][0]
     assert sorted(os.listdir(directory)) == listing and state(directory) == original
     check_then_converge(directory, extra, original, fixed)
+
+
+def run_at_once(directory, extra, count):
+    """Fork ``count`` children that start the fix together (they wait on one pipe that
+    the parent fills at once); return what each reports (its result or its error)."""
+    gate_read, gate_write = os.pipe()
+    children = []
+    for _ in range(count):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            try:
+                os.close(read_end)
+                os.close(gate_write)
+                os.read(gate_read, 1)
+                try:
+                    result = drafter_checkpoint.Drafter(dict(PARAMS, path=directory, **extra)).run()
+                    report = {key: result[key] for key in ('changed', 'files', 'recovered', 'problems')}
+                except Exception as exc:  # reported to the parent, which fails the test
+                    report = {'error': '%s: %s' % (type(exc).__name__, exc)}
+                os.write(write_end, json.dumps(report).encode())
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        children.append((pid, read_end))
+    os.close(gate_read)
+    os.write(gate_write, b'x' * count)
+    os.close(gate_write)
+    reports = []
+    for pid, read_end in children:
+        with os.fdopen(read_end, 'rb') as f:
+            reports.append(json.loads(f.read() or b'{"error": "no report"}'))
+        os.waitpid(pid, 0)
+    return reports
+
+
+@pytest.mark.parametrize('scenario', ['in_place', 'rewrite_5mb', 'hf_cache'])
+def test_four_runs_at_once_on_one_directory(tmp_path, scenario):
+    """Hosts sharing a model store: one run fixes, the others wait for its lock and find
+    the files fixed (unchanged); no run removes another's journal or temporary file."""
+    base, rel, extra, original, fixed = expected_states(tmp_path, scenario)
+    work = str(tmp_path / 'work')
+    for _ in range(5):
+        if os.path.exists(work):
+            shutil.rmtree(work)
+        shutil.copytree(base, work, symlinks=True)
+        directory = os.path.join(work, rel)
+        reports = run_at_once(directory, extra, 4)
+        assert not [r for r in reports if 'error' in r or r['problems']], reports
+        winners = [r for r in reports if r['changed']]
+        assert len(winners) == 1, reports
+        for loser in reports:
+            if loser is not winners[0]:
+                assert loser['recovered'] == [] and {f['method'] for f in loser['files']} == {'unchanged'}
+        assert state(directory) == fixed
+        assert not _safetensors.pending_recovery(directory)

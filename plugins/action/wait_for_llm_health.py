@@ -20,11 +20,11 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.llmops.serving.plugins.module_utils._health import (
+from ansible_collections.llmops.serving.plugins.module_utils._wait import STATUS_TIMEOUT, STATUS_WAITING
+from ansible_collections.llmops.serving.plugins.modules.wait_for_llm_health import (
     ARGUMENT_SPEC,
     MUTUALLY_EXCLUSIVE,
-    STATUS_TIMEOUT,
-    STATUS_WAITING,
+    RESUME,
 )
 
 display = Display()
@@ -77,7 +77,7 @@ class ActionModule(ActionBase):
             while True:
                 elapsed = time.monotonic() - start
                 module_args = dict(self._task.args)
-                module_args['resume'] = {
+                module_args[RESUME] = {
                     'state': state,
                     'elapsed': elapsed,
                     'slice': max(0.0, min(args['heartbeat_interval'], timeout - elapsed)),

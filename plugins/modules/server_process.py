@@ -19,16 +19,18 @@ description:
     session is gone.
   - The process launcher of the P(llmops.serving.sglang_server#role) role; where systemd runs, the role uses a
     unit instead.
+extends_documentation_fragment:
+  - llmops.serving.attributes
 attributes:
   check_mode:
     support: full
-    description: Reports what would be started or stopped and does nothing.
+    details: Reports what would be started or stopped and does nothing.
   diff_mode:
     support: none
-    description: Nothing to compare; the launch script the role writes carries the diff.
+    details: Nothing to compare; the launch script the role writes carries the diff.
   idempotent:
-    support: full
-    description: V(started) leaves a running process alone and V(stopped) a stopped one; V(restarted) always restarts.
+    support: partial
+    details: V(started) leaves a running process alone and V(stopped) a stopped one; V(restarted) always restarts.
 options:
   name:
     description: Name of the instance, used in messages.
@@ -112,36 +114,26 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import _procs
+from ansible_collections.llmops.serving.plugins.module_utils._startup_log import redact
 
-PROC = '/proc'
 
-
-def session_members(sid, proc=PROC):
-    """ProcessInfo of every live process whose session ID is ``sid``."""
-    members = []
-    for entry in os.listdir(proc):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(os.path.join(proc, entry, 'stat'), 'rb') as handle:
-                stat = handle.read().decode('utf-8', 'replace')
-        except (IOError, OSError):
-            continue
-        fields = stat[stat.rfind(')') + 2:].split()
-        if len(fields) > 3 and fields[3] == str(sid):
-            info = _procs.read_process(int(entry), proc)
-            if info is not None and not info.exited:
-                members.append(info)
-    return members
+ARGUMENT_SPEC = dict(
+    name=dict(type='str', required=True),
+    state=dict(type='str', default='started', choices=['started', 'stopped', 'restarted', 'status']),
+    command=dict(type='list', elements='str'),
+    pidfile=dict(type='path', required=True),
+    log_path=dict(type='path'),
+    chdir=dict(type='path', default='/'),
+    stop_timeout=dict(type='float', default=60),
+    kill_timeout=dict(type='float', default=30),
+    startup_check=dict(type='float', default=1),
+)
 
 
 def read_pidfile(path):
-    try:
-        with open(path) as handle:
-            data = json.load(handle)
-        return int(data['pid']), int(data['starttime'])
-    except (IOError, OSError, ValueError, KeyError, TypeError):
-        return None, None
+    """``(pid, starttime)`` of a pidfile this module wrote; ``(None, None)`` for any other (no start time)."""
+    pid, starttime = _procs.read_pidfile(path)
+    return (pid, starttime) if starttime is not None else (None, None)
 
 
 def leader(path):
@@ -168,7 +160,7 @@ def stop(module, path):
     deadline = time.monotonic() + module.params['stop_timeout'] + module.params['kill_timeout']
     outcomes = []
     while True:
-        members = session_members(pid)
+        members = _procs.session_members(pid)
         if not members:
             break
         if time.monotonic() > deadline:
@@ -185,11 +177,12 @@ def stop(module, path):
 
 
 def tail(path, lines=20):
+    """The last lines of the log, API keys masked (SGLang prints its server_args with the key)."""
     try:
         with open(path, 'rb') as handle:
             handle.seek(0, os.SEEK_END)
             handle.seek(max(handle.tell() - 8192, 0))
-            return '\n'.join(handle.read().decode('utf-8', 'replace').splitlines()[-lines:])
+            return '\n'.join(redact(line) for line in handle.read().decode('utf-8', 'replace').splitlines()[-lines:])
     except (IOError, OSError):
         return ''
 
@@ -204,7 +197,7 @@ def spawn(command, log_path, chdir):
     try:
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDONLY)
-        log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.dup2(devnull, 0)
         os.dup2(log, 1)
         os.dup2(log, 2)
@@ -250,17 +243,7 @@ def start(module):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            name=dict(type='str', required=True),
-            state=dict(type='str', default='started', choices=['started', 'stopped', 'restarted', 'status']),
-            command=dict(type='list', elements='str'),
-            pidfile=dict(type='path', required=True),
-            log_path=dict(type='path'),
-            chdir=dict(type='path', default='/'),
-            stop_timeout=dict(type='float', default=60),
-            kill_timeout=dict(type='float', default=30),
-            startup_check=dict(type='float', default=1),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         required_if=[('state', 'started', ('command', 'log_path')), ('state', 'restarted', ('command', 'log_path'))],
         supports_check_mode=True,
     )
@@ -272,7 +255,7 @@ def main():
     pid, starttime = read_pidfile(module.params['pidfile'])
     current = _procs.read_process(pid) if pid is not None else None
     stale = current is not None and current.starttime != starttime
-    leftovers = session_members(pid) if pid is not None and not stale else []
+    leftovers = _procs.session_members(pid) if pid is not None and not stale else []
     if state == 'stopped' and not running and not leftovers:
         if os.path.exists(module.params['pidfile']) and not module.check_mode:
             os.unlink(module.params['pidfile'])

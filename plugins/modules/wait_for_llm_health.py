@@ -42,62 +42,38 @@ description:
     options unset then.
 author:
   - llmops.serving contributors (@llmops)
+extends_documentation_fragment:
+  - llmops.serving.attributes
+  - llmops.serving.server_api
+  - llmops.serving.server_api.http
 attributes:
   check_mode:
     support: none
-    description: In check mode the task is skipped; the server is not probed.
+    details: In check mode the task is skipped; the server is not probed.
   diff_mode:
     support: none
-    description: Nothing is changed, so there is no diff.
+    details: Nothing is changed, so there is no diff.
   idempotent:
     support: full
-    description: Only reads; RV(ignore:changed) is always false.
+    details: Only reads; RV(ignore:changed) is always false.
   action:
     support: full
     description: An action plugin runs the module repeatedly and prints heartbeats.
+    details: Heartbeats are printed between runs of the module.
   async:
     support: none
-    description: Heartbeats need the action plugin to wait; do not use C(async).
+    description: Supports being used with the C(async) keyword.
+    details: Heartbeats need the action plugin to wait; do not use C(async).
   platform:
     support: full
     platforms: posix
-    description: Process and log watching read C(/proc), files and C(journalctl) on Linux.
+    description: Target OS/families that can be operated against.
+    details: Process and log watching read C(/proc), files and C(journalctl) on Linux.
 options:
-  url:
-    description:
-      - Base URL of the server, for example V(http://127.0.0.1:30000).
-      - With multi-node SGLang, use node rank 0 (other ranks answer 200 on /health always).
-    type: str
-    required: true
   health_path:
     description: Path of the health endpoint. SGLang's V(/health_generate) also runs a generation.
     type: str
     default: /health
-  headers:
-    description:
-      - Extra HTTP headers for every request. Values of C(Authorization), C(X-API-Key) and
-        C(Api-Key) headers are hidden from output like O(api_key).
-    type: dict
-    default: {}
-  api_key:
-    description:
-      - API key of the server (C(--api-key)), sent as a C(Authorization) header with the
-        C(Bearer) scheme. SGLang does not check it on /health and /metrics, but the smoke
-        request needs it.
-      - Never printed.
-    type: str
-  validate_certs:
-    description: Validate TLS certificates for C(https://) URLs.
-    type: bool
-    default: true
-  use_proxy:
-    description: Use proxies from the environment (C(https_proxy), C(no_proxy)...).
-    type: bool
-    default: true
-  request_timeout:
-    description: Seconds one health probe may take before it counts as a timeout.
-    type: float
-    default: 5.0
   timeout:
     description: Overall deadline in seconds (wall clock, not a number of tries).
     type: float
@@ -214,11 +190,6 @@ options:
       - Needs O(smoke). Skipped when the server reports speculative decoding off; fails when
         it cannot be measured.
     type: float
-  resume:
-    description:
-      - Internal, set by the action plugin between slices (log offset, phases, elapsed time,
-        slice length). Leave unset.
-    type: dict
 notes:
   - Polls locally on the managed host, so O(interval=1) costs no connection round trips.
   - The exit code of a PID that is not the module's child is known only while it is a
@@ -374,68 +345,69 @@ notes:
   elements: str
 """
 
-import json
-from urllib.error import HTTPError
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmops.serving.plugins.module_utils._health import (
-    ARGUMENT_SPEC,
-    DEFAULT_FATAL_PATTERNS,
-    MUTUALLY_EXCLUSIVE,
+from ansible_collections.llmops.serving.plugins.module_utils._log_follow import JournalFollower, LogFollower
+from ansible_collections.llmops.serving.plugins.module_utils._procs import ProcessWatch
+from ansible_collections.llmops.serving.plugins.module_utils._server_api import (
+    SERVER_ARGUMENT_SPEC,
+    accept_length_from_meta,
+    accept_length_from_metrics_with_source,
+    accept_length_message,
+    fetch_metrics,
+    fetch_server_info,
+    module_request,
+    smoke_request,
+    speculative_enabled,
+)
+from ansible_collections.llmops.serving.plugins.module_utils._startup_log import DEFAULT_FATAL_PATTERNS, compile_patterns
+from ansible_collections.llmops.serving.plugins.module_utils._wait import (
     STATUS_CRASHED,
     STATUS_FATAL_LOG,
     STATUS_READY,
     STATUS_STALLED,
     STATUS_WAITING,
-    JournalFollower,
-    LogFollower,
-    ProcessWatch,
     Waiter,
-    accept_length_from_meta,
-    accept_length_from_metrics_with_source,
-    accept_length_message,
-    compile_patterns,
     describe_probe,
-    fetch_metrics,
-    fetch_server_info,
-    smoke_request,
-    speculative_enabled,
 )
 
-_SECRET_HEADERS = ('authorization', 'x-api-key', 'api-key', 'proxy-authorization')
+# Also validated on the controller by the action plugin.
+ARGUMENT_SPEC = dict(
+    SERVER_ARGUMENT_SPEC,
+    health_path=dict(type='str', default='/health'),
+    timeout=dict(type='float', default=900.0),
+    interval=dict(type='float', default=1.0),
+    stall_timeout=dict(type='float', default=300.0),
+    heartbeat_interval=dict(type='float', default=60.0),
+    log_path=dict(type='path'),
+    log_start=dict(type='str', default='beginning', choices=['beginning', 'end']),
+    systemd_unit=dict(type='str'),
+    log_lines=dict(type='int', default=20),
+    pid=dict(type='int'),
+    pidfile=dict(type='path'),
+    fatal_patterns=dict(type='list', elements='str'),
+    extra_fatal_patterns=dict(type='list', elements='str', default=[]),
+    success_threshold=dict(type='int', default=1),
+    smoke=dict(type='str', default='none', choices=['none', 'completions', 'generate']),
+    smoke_model=dict(type='str'),
+    smoke_prompt=dict(type='str', default='The capital of France is'),
+    smoke_max_tokens=dict(type='int', default=32, no_log=False),
+    smoke_timeout=dict(type='float', default=120.0),
+    min_accept_length=dict(type='float'),
+)
+MUTUALLY_EXCLUSIVE = [('pid', 'pidfile', 'systemd_unit')]
+
+# The action plugin's state between slices (log offset, phases, elapsed time, slice
+# length) is no user option: it travels as this parameter, taken out before validation.
+RESUME = '_resume'
 
 
-def make_request(module):
-    """An HTTP callable for _health: (method, path, body=None, timeout) -> (status, bytes)."""
-    params = module.params
-    base = params['url'].rstrip('/')
-    headers = dict((k, str(v)) for k, v in (params['headers'] or {}).items())
-    for name, value in headers.items():
-        if name.lower() in _SECRET_HEADERS:
-            module.no_log_values.add(value)
-    if params['api_key']:
-        headers['Authorization'] = 'Bearer %s' % params['api_key']
+class HealthModule(AnsibleModule):
+    """AnsibleModule that takes the action plugin's private RESUME parameter out of the parameters."""
 
-    def request(method, path, body=None, timeout=10.0):
-        send = dict(headers)
-        data = None
-        if body is not None:
-            data = json.dumps(body)
-            send['Content-Type'] = 'application/json'
-        try:
-            response = open_url(base + path, data=data, headers=send, method=method, timeout=timeout,
-                                validate_certs=params['validate_certs'], use_proxy=params['use_proxy'])
-            return response.getcode(), response.read()
-        except HTTPError as exc:
-            try:
-                content = exc.read()
-            except Exception:
-                content = b''
-            return exc.code, content
-
-    return request
+    def _load_params(self):
+        super(HealthModule, self)._load_params()
+        self.resume = self.params.pop(RESUME, None) or {}
 
 
 def log_description(params):
@@ -511,7 +483,7 @@ def check_after_ready(module, request, result):
     floor = params['min_accept_length']
     if floor is None:
         return None
-    enabled = speculative_enabled(summary, metrics_before, metrics_after)
+    enabled = speculative_enabled(summary, metrics_after)
     if enabled is False:
         smoke['accept_length_check'] = 'skipped: speculative decoding is off'
         return None
@@ -526,9 +498,9 @@ def check_after_ready(module, request, result):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=MUTUALLY_EXCLUSIVE, supports_check_mode=False)
+    module = HealthModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=MUTUALLY_EXCLUSIVE, supports_check_mode=False)
     params = module.params
-    request = make_request(module)
+    request = module_request(module)
     patterns = list(DEFAULT_FATAL_PATTERNS if params['fatal_patterns'] is None else params['fatal_patterns'])
     patterns += params['extra_fatal_patterns']
     try:
@@ -541,15 +513,15 @@ def main():
         if params[name] <= 0:
             module.fail_json(msg='%s must be greater than 0, got %s' % (name, params[name]))
 
-    resume = params['resume'] or {}
+    resume = module.resume
     saved = resume.get('state') or {}
     log = None
     if params['log_path']:
         log = LogFollower(params['log_path'], saved.get('log'), start=params['log_start'])
     elif params['systemd_unit']:
-        log = JournalFollower(params['systemd_unit'], saved.get('journal'))
+        log = JournalFollower(params['systemd_unit'], saved.get('journal'), run=module.run_command)
     process = ProcessWatch(pid=params['pid'], pidfile=params['pidfile'], unit=params['systemd_unit'],
-                           state=saved.get('process'))
+                           state=saved.get('process'), run=module.run_command)
     waiter = Waiter(request, health_path=params['health_path'], interval=params['interval'],
                     request_timeout=params['request_timeout'], timeout=params['timeout'],
                     success_threshold=params['success_threshold'], stall_timeout=params['stall_timeout'],

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import _procs as procs
+from ansible_collections.llmops.serving.tests.unit.plugins.module_utils._health_helpers import systemctl_show, wait_for
 
 HOLDER = ('import signal, sys, time\n'
           'if sys.argv[1] == "ignore": signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
@@ -141,3 +142,75 @@ def test_outcomes_when_process_stays(spawn, status, signals, outcome):
     assert result == [{'pid': child.pid, 'signals': signals, 'exited': False, 'outcome': outcome}]
     assert child.poll() is None  # the fake sender sent nothing for real
     assert sent == [signal.SIGTERM, signal.SIGKILL][:max(len(signals), 1)]
+
+
+# ------------------------------------------------------------------ process watch
+
+
+
+
+@pytest.mark.parametrize('code, exit_code', [
+    ('raise SystemExit(3)', 3),
+    ('import os, signal; os.kill(os.getpid(), signal.SIGKILL)', -9),
+])
+def test_process_watch_reports_the_exit_code_of_a_zombie(python_child, code, exit_code):
+    child = python_child(code)
+    watch = procs.ProcessWatch(pid=child.pid)
+    verdict = wait_for(watch.check)
+    assert verdict['exit_code'] == exit_code
+
+
+def test_process_watch_pidfile_appears_late_then_the_process_is_restarted(python_child, tmp_path):
+    pidfile = tmp_path / 'server.pid'
+    watch = procs.ProcessWatch(pidfile=str(pidfile))
+    assert watch.check() is None
+    assert watch.notes == ['pidfile %s does not exist (yet)' % pidfile]
+    first = python_child('import time; time.sleep(30)')
+    pidfile.write_text('%d\n' % first.pid)
+    assert watch.check() is None
+    resumed = procs.ProcessWatch(pidfile=str(pidfile), state=watch.export())  # next slice
+    assert resumed.check() is None
+    second = python_child('import time; time.sleep(30)')
+    pidfile.write_text('%d\n' % second.pid)
+    assert 'restarted' in resumed.check()['detail']
+
+
+def test_process_watch_notices_pid_reuse(tmp_path):
+    proc = tmp_path / 'proc'
+    (proc / '4242').mkdir(parents=True)
+    (proc / '4242' / 'cmdline').write_bytes(b'python\x00')
+
+    def write_stat(starttime, state='S'):
+        fields = [state] + ['0'] * 18 + [str(starttime)] + ['0'] * 30
+        (proc / '4242' / 'stat').write_text('4242 (python) %s\n' % ' '.join(fields))
+    write_stat(1000)
+    watch = procs.ProcessWatch(pid=4242, proc_root=str(proc))
+    assert watch.check() is None
+    write_stat(2000)
+    assert 'belongs to another process' in watch.check()['detail']
+
+
+
+
+def test_process_watch_systemd_unit_gets_the_exit_code_from_systemd(python_child):
+    child = python_child('import time; time.sleep(0.5)')
+    answers = {'now': systemctl_show(MainPID=str(child.pid))}
+    watch = procs.ProcessWatch(unit='sglang.service', run=lambda argv: answers['now'])
+    assert watch.check() is None
+    child.wait()  # reaped: gone from /proc, so the fast path notices it and asks systemd
+    answers['now'] = systemctl_show(ActiveState='failed', SubState='failed', ExecMainCode='1', ExecMainStatus='3',
+                                    Result='exit-code')
+    verdict = watch.check()
+    assert verdict['exit_code'] == 3
+    assert verdict['detail'] == 'systemd unit sglang.service is failed (failed, result exit-code)'
+
+
+@pytest.mark.parametrize('props, exit_code, detail', [
+    ({'ActiveState': 'activating', 'SubState': 'auto-restart', 'ExecMainCode': '2', 'ExecMainStatus': '9'}, -9, 'auto-restart'),
+    ({'LoadState': 'not-found', 'ActiveState': 'inactive'}, None, 'not found'),
+    ({'ActiveState': 'inactive', 'SubState': 'dead'}, None, 'inactive'),
+])
+def test_process_watch_systemd_unit_states(props, exit_code, detail):
+    watch = procs.ProcessWatch(unit='sglang.service', run=lambda argv: systemctl_show(**props))
+    verdict = watch.check()
+    assert verdict['exit_code'] == exit_code and detail in verdict['detail']

@@ -12,6 +12,7 @@ import time
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.llmops.serving.plugins.module_utils import _procs
 from ansible_collections.llmops.serving.plugins.modules import server_process
 
 TREE = ['/bin/sh', '-c', 'sleep 300 & exec sleep 301']
@@ -27,7 +28,7 @@ def run(capsys, check=False, **args):
 
 
 def session(pid):
-    return [info.pid for info in server_process.session_members(pid)]
+    return [info.pid for info in _procs.session_members(pid)]
 
 
 def wait_for(predicate, timeout=10.0):

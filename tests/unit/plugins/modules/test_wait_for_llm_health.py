@@ -127,7 +127,7 @@ def test_crash_message_names_the_exit_code_and_shows_the_fatal_lines(server, cap
 def test_fatal_message_names_the_root_cause_of_the_real_vllm_crash(server, capsys, tmp_path):
     server.routes['/health'] = lambda method, body: (503, b'')
     log = tmp_path / 'server.log'
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures', 'health',
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'fixtures', 'health',
                            'vllm-0.32.0-cpu-crash-draft-model-prefix.log'), 'rb') as fh:
         log.write_bytes(fh.read())
     child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])
@@ -148,7 +148,7 @@ def test_one_slice_returns_waiting_with_state_to_resume(server, capsys, tmp_path
     server.routes['/health'] = lambda method, body: (503, b'')
     log = tmp_path / 'server.log'
     log.write_text('[x] KV Cache is allocated. #tokens: 1\n')
-    result, dummy = run_module(capsys, url=server.url, log_path=str(log), resume={'slice': 0.3, 'elapsed': 12.0})
+    result, dummy = run_module(capsys, url=server.url, log_path=str(log), _resume={'slice': 0.3, 'elapsed': 12.0})
     assert result['status'] == 'waiting' and not result.get('failed')
     assert result['elapsed'] >= 12.3 and result['phase'] == 'warmup'
     assert result['new_lines'] == ['[x] KV Cache is allocated. #tokens: 1']
@@ -203,8 +203,8 @@ def test_action_runs_slices_prints_heartbeats_and_carries_state(monkeypatch):
                                 results)
     result = plugin.run(task_vars={'inventory_hostname': 'gpu1'})
     assert result['status'] == 'ready' and 'state' not in result and 'new_lines' not in result and 'invocation' not in result
-    assert [c['resume']['state'] for c in calls] == [None, {'log': {'offset': 10}}, {'log': {'offset': 20}}]
-    assert all(c['resume']['slice'] == 5 for c in calls)
+    assert [c['_resume']['state'] for c in calls] == [None, {'log': {'offset': 10}}, {'log': {'offset': 20}}]
+    assert all(c['_resume']['slice'] == 5 for c in calls)
     assert printed[0].split('\n') == [
         '[gpu1] wait_for_llm_health: 1 s, phase load_weights, health: connection refused (not listening yet); '
         '5 new log lines (2 earlier not shown)',

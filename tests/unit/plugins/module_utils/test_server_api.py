@@ -1,0 +1,96 @@
+"""plugins/module_utils/_server_api.py: server info, smoke request and acceptance length from the
+recorded endpoints."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import _server_api as server_api
+from ansible_collections.llmops.serving.tests.unit._fake_llm_server import (
+    fixture_text,
+    open_url_request,
+)
+
+
+# ------------------------------------------------------------------ after ready
+@pytest.mark.parametrize('run, expected', [('eagle3-random', 1.016), ('eagle3-good-mid', 4.92), ('plain', None)])
+def test_accept_length_from_recorded_generate_meta_info(run, expected):
+    meta = json.loads(fixture_text(run, 'generate.json'))['meta_info']
+    value = server_api.accept_length_from_meta(meta)
+    assert value == pytest.approx(expected, abs=0.01) if expected else value is None
+
+
+def test_accept_length_from_meta_without_the_ratio_field():
+    assert server_api.accept_length_from_meta({'completion_tokens': 64, 'spec_verify_ct': 16}) == 4.0
+
+
+@pytest.mark.parametrize('run, name, expected', [
+    ('eagle3-good-mid', 'ep.get_server_info.after.txt', None),   # avg_spec_accept_length absent
+    ('eagle3-random', 'ep.get_server_info.after.txt', 1.0),
+    ('eagle3-random', 'ep.get_server_info.txt', None),           # null before traffic
+])
+def test_server_info_summary_from_recordings(run, name, expected):
+    summary = server_api.summarize_server_info(json.loads(fixture_text(run, name)))
+    assert summary['engine'] == 'sglang' and summary['version'] == '0.5.15.post1'
+    assert (summary['speculative_algorithm'], summary['speculative_depth']) == ('EAGLE3', 5)
+    assert summary['avg_spec_accept_length'] == expected
+
+
+@pytest.mark.parametrize('served, asked, source', [
+    # 0.5.15 answers both and logs a deprecation for every /get_server_info: ask /server_info only.
+    (('/server_info', '/get_server_info'), ['/server_info'], '/server_info'),
+    (('/get_server_info',), ['/server_info', '/get_server_info'], '/get_server_info'),  # an older SGLang
+    (('/version',), ['/server_info', '/get_server_info', '/version'], '/version'),    # vLLM
+])
+def test_server_info_asks_the_current_endpoint_first(served, asked, source):
+    body = {'/version': '{"version": "0.32.0"}'}
+    calls = []
+
+    def request(method, path, timeout):
+        calls.append(path)
+        if path not in served:
+            return 404, b'{"detail":"Not Found"}'
+        return 200, body.get(path, fixture_text('eagle3-random', 'ep.server_info.txt')).encode()
+
+    summary, dummy = server_api.fetch_server_info(request, timeout=1)
+    assert calls == asked
+    assert summary['source'] == source
+
+
+def test_sglang_gauge_at_zero_means_no_data():
+    metrics = server_api.parse_prometheus(fixture_text('eagle3-random', 'ep.metrics.txt'))
+    assert server_api.accept_length_from_metrics_with_source(None, metrics) == (None, None)
+
+
+def test_vllm_counter_deltas():
+    before = server_api.parse_prometheus('vllm:spec_decode_num_drafts_total{model_name="m"} 10.0\n'
+                                     'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 5.0\n')
+    after = server_api.parse_prometheus('vllm:spec_decode_num_drafts_total{model_name="m"} 30.0\n'
+                                    'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 45.0\n')
+    value, source = server_api.accept_length_from_metrics_with_source(before, after)
+    assert value == 3.0 and source.startswith('metrics:vllm:')
+    assert server_api.speculative_enabled({'engine': 'vllm'}, after) is True
+
+
+@pytest.mark.parametrize('kind, answer, ok, tokens, text', [
+    ('generate', (200, fixture_text('eagle3-random', 'generate.json')), True, 64, ''),
+    ('completions', (200, {'choices': [{'text': ' Paris'}], 'usage': {'completion_tokens': 2}}), True, 2, ' Paris'),
+    ('completions', (200, {'choices': [{'text': ''}], 'usage': {'completion_tokens': 0}}), False, 0, ''),
+    ('generate', (500, {'detail': 'boom'}), False, None, None),
+])
+def test_smoke_request(server, kind, answer, ok, tokens, text):
+    server.routes['/generate' if kind == 'generate' else '/v1/completions'] = lambda method, body: answer
+    server.routes['/v1/models'] = lambda method, body: (200, fixture_text('eagle3-random', 'ep.v1_models.txt'))
+    result = server_api.smoke_request(open_url_request(server.url), kind, 'Hello', 8)
+    assert (result['ok'], result['tokens'], result['text']) == (ok, tokens, text)
+    if kind == 'completions':
+        assert server.requests[-1][3]['model'] == '/tmp/sglmodels/target'
+
+
+def test_accept_length_message_points_at_the_drafter():
+    text = server_api.accept_length_message(1.016, 1.5, 'generate:meta_info',
+                                        {'speculative_algorithm': 'EAGLE3', 'speculative_depth': 5})
+    assert text.startswith('the drafter is not being accepted: accept length 1.02 < floor 1.50 (EAGLE3, depth 5')
+    assert 'wrong layer names or missing lm_head' in text and 'drafter_checkpoint' in text

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the OS packages the test bed needs, only when missing (idempotent, fast when present):
 # sshd, ssh and ssh-keygen for the fleet hosts and their client, systemd-nspawn for the systemd
-# host, ip (network namespaces, veth, bridge), unshare/setpriv/mount (namespaces, overlays).
+# host, ip (network namespaces, veth, bridge), unshare/setpriv/mount (namespaces, overlays),
+# prometheus and promtool for the monitoring role's rules and its integration test.
 set -euo pipefail
 need=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
@@ -10,6 +11,7 @@ command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v unshare >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
+command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 # ansible-test sanity checks shell scripts with it (and only warns when it is missing)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 if [ ${#need[@]} -gt 0 ]; then

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -214,3 +215,42 @@ def test_process_watch_systemd_unit_states(props, exit_code, detail):
     watch = procs.ProcessWatch(unit='sglang.service', run=lambda argv: systemctl_show(**props))
     verdict = watch.check()
     assert verdict['exit_code'] == exit_code and detail in verdict['detail']
+
+
+@pytest.mark.parametrize('content, expected', [
+    ('{"pid": 4242, "starttime": 1234, "command": ["sglang"]}', (4242, 1234)),  # llmops.serving.server_process
+    ('4242\n', (4242, None)),   # most daemons
+    ('4242', (4242, None)),
+    ('', (None, None)),
+    ('not a pid\n', (None, None)),
+    ('{"pid": "x", "starttime": 1}', (None, None)),
+    ('true', (None, None)),
+])
+def test_read_pidfile_reads_json_and_plain_pidfiles(tmp_path, content, expected):
+    path = tmp_path / 'server.pid'
+    path.write_text(content)
+    assert procs.read_pidfile(str(path)) == expected
+
+
+def test_read_pidfile_missing():
+    assert procs.read_pidfile('/nonexistent/server.pid') == (None, None)
+
+
+def test_process_watch_takes_the_start_time_of_a_json_pidfile(python_child, tmp_path):
+    """A JSON pidfile whose start time is not the running PID's: that process has gone, the PID was reused."""
+    child = python_child('import time; time.sleep(30)')
+    info = wait_for(lambda: procs.read_process(child.pid))
+    pidfile = tmp_path / 'server.pid'
+    pidfile.write_text(json.dumps({'pid': child.pid, 'starttime': info.starttime}))
+    assert procs.ProcessWatch(pidfile=str(pidfile)).check() is None
+    pidfile.write_text(json.dumps({'pid': child.pid, 'starttime': info.starttime - 1}))
+    assert 'belongs to another process' in procs.ProcessWatch(pidfile=str(pidfile)).check()['detail']
+
+
+def test_one_stat_reader_for_state_session_and_start_time(python_child):
+    child = python_child('import time; time.sleep(30)')
+    fields = wait_for(lambda: procs.read_stat(child.pid))
+    info = procs.read_process(child.pid)
+    assert fields[procs.STAT_STATE] == info.state
+    assert int(fields[procs.STAT_STARTTIME]) == info.starttime
+    assert int(fields[procs.STAT_SESSION]) == os.getsid(child.pid)

@@ -3,6 +3,7 @@ traceback roots, display lines and the masking of API keys."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -222,3 +223,27 @@ def test_bad_pattern_is_named():
 ])
 def test_display_line_keeps_last_progress_state_and_masks_keys(raw, shown):
     assert startup_log.split_display_line(raw) == shown
+
+
+# A key with a quote, a backslash and a double quote: the forms that escaped the first masking.
+KEY = 's3\'cr\\et"x'
+KEY_PARTS = ('s3', 'cr', 'et"x', 'et\\"x')
+
+
+@pytest.mark.parametrize('line, kept', [
+    ('server_args=ServerArgs(api_key=%r, admin_api_key=None, port=1)' % KEY, ('api_key=\'********\'', 'admin_api_key=None, port=1')),
+    ('server_args=ServerArgs(api_key=%r, port=1)' % "s3'cr\\et", ('api_key="********"', 'port=1')),
+    ('{"api_key": %s, "port": 1}' % json.dumps(KEY), ('"api_key": "********"', '"port": 1')),
+    ('launch: --api-key=%s --port 1' % KEY, ('--api-key=********',)),
+    ('launch: --api-key %s --port 1' % "s3cr\\et", ('--api-key ******** --port 1',)),
+    ("argv: ['--api-key', %r, '--port', '1']" % KEY, ("'--api-key', '********', '--port', '1'",)),
+    ('header Authorization: Bearer %s' % KEY, ('Authorization: Bearer ********',)),
+    ("headers {'Authorization': %r}" % ('Bearer ' + KEY), ("'Authorization': 'Bearer ********",)),
+    ('"GET /v1/models?api_key=%s&x=1 HTTP/1.1" 401' % "s3cr\\et", ('?api_key=********&x=1',)),
+    ('X-API-Key: %s' % KEY, ('X-API-Key: ********',)),
+])
+def test_every_form_of_the_api_key_is_masked(line, kept):
+    shown = startup_log.split_display_line(line)
+    assert not any(part in shown for part in KEY_PARTS), shown
+    for text in kept:
+        assert text in shown

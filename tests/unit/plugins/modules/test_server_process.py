@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.module_utils import _procs
+from ansible_collections.llmops.serving.plugins.module_utils._procs import ProcessWatch
 from ansible_collections.llmops.serving.plugins.modules import server_process
 
 TREE = ['/bin/sh', '-c', 'sleep 300 & exec sleep 301']
@@ -100,3 +102,36 @@ def test_missing_command_fails_readably(capsys, paths):
 def test_check_mode_starts_nothing(capsys, paths):
     result = run(capsys, check=True, command=TREE, **paths)
     assert result['changed'] and not os.path.exists(paths['pidfile'])
+
+
+def test_startup_failure_log_masks_every_form_of_the_api_key(capsys, paths):
+    key = "s3'cr\\et"
+    script = ('import sys; print("server_args=ServerArgs(api_key=%r, port=1)" % sys.argv[1]); '
+              'print("argv --api-key=" + sys.argv[1]); print("Authorization: Bearer " + sys.argv[1]); sys.exit(3)')
+    result = run(capsys, command=[sys.executable, '-c', script, key], **dict(paths, startup_check=5))
+    assert result['failed'] and 'status 3' in result['msg']
+    assert 'api_key="********"' in result['msg'] and '--api-key=********' in result['msg']
+    assert 'Bearer ********' in result['msg']
+    assert 'cr\\et' not in result['msg'] and 'cr\\\\et' not in result['msg'] and "s3'" not in result['msg']
+
+
+def test_wait_for_llm_health_reads_the_pidfile_server_process_writes(capsys, paths):
+    """Issue 13 item 5: one pidfile format for both modules (it was JSON here, an integer there)."""
+    started = run(capsys, command=TREE, **paths)
+    watch = ProcessWatch(pidfile=paths['pidfile'])
+    assert watch.check() is None and watch.notes == []
+    assert watch.describe() == 'process %d (pidfile %s)' % (started['pid'], paths['pidfile'])
+    os.kill(started['pid'], signal.SIGKILL)
+    os.waitpid(started['pid'], 0)
+    verdict = wait_for_verdict(watch)
+    assert 'PID %d exited' % started['pid'] in verdict['detail']
+
+
+def wait_for_verdict(watch, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        verdict = watch.check()
+        if verdict is not None:
+            return verdict
+        assert time.monotonic() < deadline, 'no verdict within %.0f s' % timeout
+        time.sleep(0.02)

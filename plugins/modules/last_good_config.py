@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: last_good_config
+short_description: Record the launch files a server passed its checks with, and put them back
+version_added: 0.2.0
+author: llmops.serving maintainers (@llmops)
+description:
+  - Keeps, per server, one copy of the files that define how it is launched (environment file, launch script or
+    systemd unit, launcher shim) together with a description of what ran (argv, engine version, speculative depth,
+    drafter fingerprint), taken after the server passed health, smoke and its gates.
+  - V(restored) writes those files back where they were, with their modes, so that a restart runs the last good
+    configuration again. The automatic rollback of P(llmops.serving.deploy#role) and C(playbooks/rollback.yml) use it.
+  - The record is one JSON file per server under O(state_dir) (directory mode 0700, file mode 0600), replaced
+    atomically (written beside it, synced, renamed), so a crash leaves the previous record or the new one.
+  - Do not list secret files such as the API key file; the record is only as private as its directory.
+extends_documentation_fragment:
+  - llmops.serving.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports what would be recorded or restored and writes nothing.
+  diff_mode:
+    support: full
+    details: V(restored) shows, per file, the content on the host against the recorded one.
+  idempotent:
+    support: full
+options:
+  name:
+    description: Name of the server (one record per name).
+    type: str
+    required: true
+  state:
+    description:
+      - V(recorded) stores the content and mode of every file in O(files) and O(metadata).
+      - V(restored) writes the recorded files back; fails when nothing was recorded.
+      - V(read) only returns the record (RV(found) false when there is none).
+    type: str
+    choices: [recorded, restored, read]
+    default: read
+  files:
+    description: Absolute paths of the files to record. Required with O(state=recorded).
+    type: list
+    elements: path
+  metadata:
+    description: What ran with these files (argv, version, depth, drafter fingerprint...), returned as recorded.
+    type: dict
+    default: {}
+  state_dir:
+    description: Directory of the records.
+    type: path
+    default: /var/lib/llmops/last-good
+'''
+
+EXAMPLES = r'''
+- name: Remember what the server passed its checks with
+  llmops.serving.last_good_config:
+    name: main
+    state: recorded
+    files:
+      - /etc/llmops/sglang-main.env
+      - /etc/llmops/sglang-main.sh
+      - /etc/llmops/llmops_launch.py
+    metadata:
+      version: 0.5.15.post1
+      depth: 16
+
+- name: Put the last good launch files back (a restart follows)
+  llmops.serving.last_good_config:
+    name: main
+    state: restored
+  register: restored
+'''
+
+RETURN = r'''
+found:
+  description: Whether a record exists (after the task).
+  returned: always
+  type: bool
+recorded_at:
+  description: When the record was taken (UTC, ISO 8601).
+  returned: when found
+  type: str
+  sample: '2026-12-03T08:01:02Z'
+files:
+  description: The recorded paths.
+  returned: when found
+  type: list
+  elements: str
+changed_files:
+  description: The paths that were (or in check mode would be) written by V(restored), or whose recorded content
+    changed with V(recorded).
+  returned: always
+  type: list
+  elements: str
+metadata:
+  description: The recorded O(metadata).
+  returned: when found
+  type: dict
+'''
+
+import base64
+import json
+import os
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+ARGUMENT_SPEC = dict(
+    name=dict(type='str', required=True),
+    state=dict(type='str', choices=['recorded', 'restored', 'read'], default='read'),
+    files=dict(type='list', elements='path'),
+    metadata=dict(type='dict', default={}),
+    state_dir=dict(type='path', default='/var/lib/llmops/last-good'),
+)
+
+
+def write_atomically(path, data, mode):
+    """Replace ``path`` by ``data`` (bytes) so that a crash leaves the old or the new file."""
+    directory = os.path.dirname(path) or '.'
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, 'wb') as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_file(path):
+    """(content bytes, mode) of ``path``, or (None, None) when it does not exist."""
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read(), os.fstat(handle.fileno()).st_mode & 0o7777
+    except FileNotFoundError:
+        return None, None
+
+
+class Record(object):
+    """The JSON record of one server: {"recorded_at", "metadata", "files": [{"path", "mode", "content"}]}."""
+
+    def __init__(self, state_dir, name):
+        if not name or '/' in name or name.startswith('.'):
+            raise ValueError('name must be a plain file name, got %r' % name)
+        self.state_dir = state_dir
+        self.path = os.path.join(state_dir, '%s.json' % name)
+
+    def load(self):
+        try:
+            with open(self.path, encoding='utf-8') as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            return None
+        except ValueError as exc:
+            raise ValueError('%s is not a valid record: %s' % (self.path, exc))
+        for item in data['files']:
+            item['content'] = base64.b64decode(item['content'])
+        return data
+
+    def save(self, files, metadata):
+        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
+        data = dict(recorded_at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()), metadata=metadata,
+                    files=[dict(path=path, mode=mode, content=base64.b64encode(content).decode('ascii'))
+                           for path, (content, mode) in files.items()])
+        write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode(), 0o600)
+
+
+def record(module, store, old):
+    params = module.params
+    if not params['files']:
+        module.fail_json(msg='files is required with state=recorded')
+    files = {}
+    for path in params['files']:
+        content, mode = read_file(path)
+        if content is None:
+            module.fail_json(msg='cannot record %s for server %s: the file does not exist' % (path, params['name']))
+        files[path] = (content, mode)
+    before = {item['path']: (item['content'], item['mode']) for item in old['files']} if old else {}
+    changed_files = sorted(path for path in files if before.get(path) != files[path])
+    changed = (old is None or changed_files != [] or set(before) != set(files)
+               or old['metadata'] != params['metadata'])
+    if changed and not module.check_mode:
+        store.save(files, params['metadata'])
+    new = store.load() if not module.check_mode else old
+    return changed, changed_files, new
+
+
+def restore(module, store, old):
+    if old is None:
+        module.fail_json(msg='no last good configuration is recorded for server %s (%s does not exist): nothing to '
+                             'restore' % (module.params['name'], store.path), found=False, changed_files=[])
+    changed_files, diffs = [], []
+    for item in old['files']:
+        content, mode = read_file(item['path'])
+        if (content, mode) == (item['content'], item['mode']):
+            continue
+        changed_files.append(item['path'])
+        diffs.append(dict(before_header=item['path'], after_header=item['path'] + ' (last good)',
+                          before=(content or b'').decode(errors='replace'),
+                          after=item['content'].decode(errors='replace')))
+        if not module.check_mode:
+            os.makedirs(os.path.dirname(item['path']), exist_ok=True)
+            write_atomically(item['path'], item['content'], item['mode'])
+    return changed_files != [], changed_files, old, diffs
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+                           required_if=[('state', 'recorded', ('files',))])
+    params = module.params
+    try:
+        store = Record(params['state_dir'], params['name'])
+        old = store.load()
+        diffs = []
+        if params['state'] == 'recorded':
+            changed, changed_files, current = record(module, store, old)
+        elif params['state'] == 'restored':
+            changed, changed_files, current, diffs = restore(module, store, old)
+        else:
+            changed, changed_files, current = False, [], old
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg='last good configuration of server %s: %s' % (params['name'], exc))
+    result = dict(changed=changed, changed_files=changed_files, found=current is not None)
+    if current is not None:
+        result.update(recorded_at=current['recorded_at'], metadata=current['metadata'],
+                      files=[item['path'] for item in current['files']])
+    if module._diff and diffs:
+        result['diff'] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,95 @@
+"""Tests of plugins/modules/last_good_config.py: record, restore, idempotence, check mode,
+diff, a missing record, and the record's privacy."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.serving.plugins.modules import last_good_config
+
+
+def run(capsys, check=False, diff=False, **args):
+    if check:
+        args['_ansible_check_mode'] = True
+    if diff:
+        args['_ansible_diff'] = True
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            last_good_config.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def host(tmp_path):
+    etc = tmp_path / 'etc'
+    etc.mkdir()
+    (etc / 'main.env').write_text('A=1\n')
+    (etc / 'main.env').chmod(0o600)
+    (etc / 'main.sh').write_text('exec server --depth 16\n')
+    (etc / 'main.sh').chmod(0o755)
+    files = [str(etc / 'main.env'), str(etc / 'main.sh')]
+    return dict(etc=etc, files=files, state_dir=str(tmp_path / 'state'))
+
+
+def test_record_then_restore_puts_content_and_mode_back(capsys, host):
+    first = run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'],
+                metadata={'depth': 16})
+    assert first['changed'] and first['found'] and first['metadata'] == {'depth': 16}
+    again = run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'],
+                metadata={'depth': 16})
+    assert not again['changed'] and again['changed_files'] == []
+    # A new deploy rewrites the script (and loses its exec bit) and removes the env file.
+    (host['etc'] / 'main.sh').write_text('exec server --depth 5\n')
+    (host['etc'] / 'main.sh').chmod(0o644)
+    (host['etc'] / 'main.env').unlink()
+    restored = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
+    assert restored['changed'] and sorted(restored['changed_files']) == sorted(host['files'])
+    assert (host['etc'] / 'main.sh').read_text() == 'exec server --depth 16\n'
+    assert stat.S_IMODE((host['etc'] / 'main.sh').stat().st_mode) == 0o755
+    assert stat.S_IMODE((host['etc'] / 'main.env').stat().st_mode) == 0o600
+    assert not run(capsys, name='main', state='restored', state_dir=host['state_dir'])['changed']
+
+
+def test_record_is_private_and_replaced_only_on_change(capsys, host):
+    run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'])
+    path = os.path.join(host['state_dir'], 'main.json')
+    assert stat.S_IMODE(os.stat(host['state_dir']).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    (host['etc'] / 'main.sh').write_text('exec server --depth 10\n')
+    changed = run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'])
+    assert changed['changed'] and changed['changed_files'] == [host['files'][1]]
+    assert os.listdir(host['state_dir']) == ['main.json']  # no temporary file left
+
+
+def test_check_mode_writes_nothing_and_diff_shows_the_change(capsys, host):
+    result = run(capsys, check=True, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'])
+    assert result['changed'] and not os.path.exists(host['state_dir'])
+    run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'])
+    (host['etc'] / 'main.sh').write_text('exec server --depth 5\n')
+    result = run(capsys, check=True, diff=True, name='main', state='restored', state_dir=host['state_dir'])
+    assert result['changed'] and result['changed_files'] == [host['files'][1]]
+    assert result['diff'][0]['before'] == 'exec server --depth 5\n'
+    assert result['diff'][0]['after'] == 'exec server --depth 16\n'
+    assert (host['etc'] / 'main.sh').read_text() == 'exec server --depth 5\n'
+
+
+def test_restore_without_a_record_fails_naming_the_server(capsys, host):
+    result = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
+    assert result['failed'] and not result['found']
+    assert 'no last good configuration is recorded for server main' in result['msg']
+    read = run(capsys, name='main', state='read', state_dir=host['state_dir'])
+    assert (read['changed'], read['found'], 'files' in read) == (False, False, False)
+
+
+def test_missing_file_and_bad_name_are_clear_errors(capsys, host):
+    missing = run(capsys, name='main', state='recorded', files=host['files'] + ['/nonexistent/x.service'],
+                  state_dir=host['state_dir'])
+    assert missing['failed'] and '/nonexistent/x.service' in missing['msg'] and 'server main' in missing['msg']
+    assert not os.path.exists(host['state_dir'])
+    bad = run(capsys, name='../x', state='read', state_dir=host['state_dir'])
+    assert bad['failed'] and 'plain file name' in bad['msg']

@@ -33,6 +33,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
+# What a server answers about itself is read in one place for every module.
+from ansible_collections.llmops.serving.plugins.module_utils._server_api import (
+    SERVER_INFO_PATHS,
+    accept_length_from_metrics,
+    accept_length_from_server_info,
+    counter_deltas,
+    generate_body,
+    parse_prometheus,
+    speculative_enabled,
+)
+
 try:
     import requests
     from urllib3.exceptions import HTTPError as _Urllib3Error
@@ -125,11 +136,7 @@ def load_dataset(path, num_prompts, output_len, seed):
 def request_body(api, prompt, output_len, model=None, temperature=0.0):
     """JSON body of one streamed request; ``ignore_eos`` makes output lengths exact."""
     if api == API_GENERATE:
-        return {
-            'text': prompt,
-            'sampling_params': {'max_new_tokens': output_len, 'temperature': temperature, 'ignore_eos': True},
-            'stream': True,
-        }
+        return generate_body(prompt, output_len, temperature, stream=True, ignore_eos=True)
     body = {
         'prompt': prompt,
         'max_tokens': output_len,
@@ -423,7 +430,7 @@ class Client:
 
     # Server introspection: best effort, None when the endpoint is absent.
     def server_info(self):
-        for path in ('/server_info', '/get_server_info'):
+        for path in SERVER_INFO_PATHS:
             info = self._json(path)
             if info is not None:
                 return info
@@ -457,78 +464,6 @@ class Client:
             if time.monotonic() >= deadline:
                 raise BenchmarkError('%s/flush_cache failed for %.0f s: %s' % (self.url, deadline_s, last))
             time.sleep(0.5)
-
-
-# ---------------------------------------------------------------- server figures
-
-def parse_prometheus(text):
-    """``{metric name: [values over all label sets]}`` from Prometheus text format."""
-    metrics = {}
-    for line in text.splitlines():
-        if not line or line[0] == '#':
-            continue
-        name_end = line.find('{')
-        if name_end < 0:
-            name_end = line.find(' ')
-        if name_end <= 0:
-            continue
-        try:
-            value = float(line.rsplit('}', 1)[-1].split()[0])
-        except (IndexError, ValueError):
-            continue
-        metrics.setdefault(line[:name_end], []).append(value)
-    return metrics
-
-
-def _total(metrics, name):
-    values = (metrics or {}).get(name)
-    return sum(values) if values else None
-
-
-# Counter totals reported as deltas over a run, for cross-checking the client's counts.
-SERVER_COUNTERS = {
-    'generation_tokens': ('sglang:generation_tokens_total', 'vllm:generation_tokens_total'),
-    'prompt_tokens': ('sglang:prompt_tokens_total', 'vllm:prompt_tokens_total'),
-    'spec_verify_calls': ('sglang:spec_verify_calls_total',),
-    'spec_drafts': ('vllm:spec_decode_num_drafts_total',),
-    'spec_draft_tokens': ('vllm:spec_decode_num_draft_tokens_total',),
-    'spec_accepted_tokens': ('vllm:spec_decode_num_accepted_tokens_total',),
-}
-
-
-def counter_deltas(before, after):
-    """Differences of the known counters between two ``parse_prometheus`` snapshots."""
-    deltas = {}
-    for key, names in SERVER_COUNTERS.items():
-        for name in names:
-            end = _total(after, name)
-            if end is not None:
-                deltas[key] = end - (_total(before, name) or 0.0)
-                break
-    return deltas
-
-
-def accept_length_from_metrics(before, after):
-    """Acceptance length from /metrics: vLLM counter deltas, else SGLang's gauge."""
-    deltas = counter_deltas(before, after)
-    if deltas.get('spec_drafts'):
-        return deltas.get('spec_accepted_tokens', 0.0) / deltas['spec_drafts'] + 1.0
-    values = [v for v in (after or {}).get('sglang:spec_accept_length', []) if v > 0]
-    return sum(values) / len(values) if values else None
-
-
-def accept_length_from_server_info(info):
-    """``internal_states[0].avg_spec_accept_length`` when it is a positive number."""
-    states = (info or {}).get('internal_states') or [{}]
-    value = states[0].get('avg_spec_accept_length') if isinstance(states[0], dict) else None
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def speculative_enabled(info):
-    """Whether /get_server_info says speculative decoding is on (None: unknown)."""
-    if not info:
-        return None
-    return bool(info.get('speculative_algorithm'))
 
 
 # ---------------------------------------------------------------- aggregate

@@ -18,7 +18,7 @@ Exits 1 when the single-core figure (tokens per client CPU second) is below
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import multiprocessing
 import os
@@ -29,11 +29,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _load_benchmark():
-    path = os.path.join(ROOT, 'plugins', 'module_utils', '_benchmark.py')
-    spec = importlib.util.spec_from_file_location('_benchmark', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """plugins/module_utils/_benchmark.py through the import root of tests/conftest.py (it imports _server_api)."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    importlib.import_module('tests.conftest')  # links the repository as ansible_collections.llmops.serving
+    return importlib.import_module('ansible_collections.llmops.serving.plugins.module_utils._benchmark')
 
 
 def sse_body(api, output_len, tokens_per_chunk):

@@ -13,7 +13,10 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: demo test venv system collection unit sanity lint integration engines clean
 
+# The test bed's preparation (simulated GPUs, tiny checkpoints) is not part of the shipped
+# playbooks: it runs first, and does nothing on hosts that do not set llmops_simulator.
 demo: venv collection
+	ansible-playbook -i $(INVENTORY) tests/sim/prepare_host.yml
 	ansible-playbook -i $(INVENTORY) playbooks/deploy.yml
 
 test: venv system collection

@@ -244,6 +244,18 @@ def run_playbook(request):
 
 
 @pytest.fixture
+def prepare_simulator(run_playbook):
+    """Return ``prepare(*, inventory=None, limit=None, extra_vars=None)``: runs the test bed's
+    ``tests/sim/prepare_host.yml`` (simulated GPUs, tiny target and drafter on the hosts that set
+    ``llmops_simulator``), which the shipped playbooks do not include. Call it with the inventory,
+    limit and extra vars of the deploy or benchmark run it prepares."""
+    def prepare(*, inventory=None, limit=None, extra_vars=None):
+        return run_playbook('tests/sim/prepare_host.yml', inventory=inventory, limit=limit, extra_vars=extra_vars,
+                            expect_rc=0)
+    return prepare
+
+
+@pytest.fixture
 def run_adhoc(request):
     """Return ``run(pattern, module, args=None, *, inventory=None, extra_vars=None, check=False,
     env=None, expect_rc=None, timeout=300) -> AnsibleResult`` for ``ansible PATTERN -m MODULE -a ARGS``

@@ -60,13 +60,14 @@ def sweep_vars(base, port):
     }
 
 
-def test_sweep_on_the_simulator(run_playbook, tmp_path):
+def test_sweep_on_the_simulator(run_playbook, prepare_simulator, tmp_path):
     """One sweep (about 4 minutes), checked from every side; the server is stopped at the end."""
-    # A drafter of quality 0.95 (the simulator's documented case); the test-bed step of the
-    # playbook sees that it exists and does not write its perfect one.
+    # A drafter of quality 0.95 (the simulator's documented case); the test bed's preparation
+    # sees that it exists and does not write its perfect one.
     subprocess.run([sys.executable, os.path.join(SIM, 'make_tiny_checkpoint.py'), str(tmp_path / 'checkpoints'),
                     '--quality', '0.95'], check=True, capture_output=True)
     extra = sweep_vars(tmp_path, free_port())
+    prepare_simulator(inventory=LOCAL, extra_vars=extra)
     try:
         checked = run_playbook('playbooks/benchmark.yml', inventory=LOCAL, extra_vars=extra, check=True, expect_rc=0)
         assert 'Would measure baseline, depth 16, depth 10, depth 5 at concurrency 8' in checked.stdout

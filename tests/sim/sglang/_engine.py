@@ -16,10 +16,13 @@ at the first rejection; the request gets accepted + 1 tokens.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
 import uuid
+
+from ._metrics import RequestMetrics
 
 T_BASE = 15.0
 K_PREFILL = 0.005
@@ -47,9 +50,52 @@ def token_text(index):
     return WORDS[index % len(WORDS)]
 
 
+def parse_quality(value):
+    """A drafter quality: ``random`` (0), ``perfect`` (1) or a number in [0, 1]."""
+    value = str(value).strip()
+    quality = {'random': 0.0, 'perfect': 1.0}.get(value)
+    if quality is None:
+        quality = float(value)
+        if not 0.0 <= quality <= 1.0:
+            raise ValueError('quality %r is not in [0, 1]' % value)
+    return quality
+
+
+class QualityFile:
+    """SGLANG_SIM_QUALITY_FILE: while this file exists, the quality it holds replaces the drafter's
+    (a running server's acceptance length changes without a restart, as when traffic or the target
+    changes under a drafter). Read again when its modification time changes."""
+
+    def __init__(self, path, quality):
+        self.path, self.drafter_quality = path, quality
+        self.stamp, self.quality = None, quality
+
+    def current(self):
+        if not self.path:
+            return self.drafter_quality
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            self.stamp, self.quality = None, self.drafter_quality
+            return self.quality
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if stamp != self.stamp:
+            try:
+                with open(self.path, encoding='utf-8') as f:
+                    self.quality = parse_quality(f.read())
+                self.stamp = stamp
+            except ValueError:
+                pass  # being written: keep the previous quality, read it again next step
+        return self.quality
+
+
 class Request:
-    def __init__(self, prompt_tokens, max_new_tokens):
+    def __init__(self, prompt_tokens, max_new_tokens, stream=False, counted=True):
         self.rid = uuid.uuid4().hex
+        self.stream = stream    # outputs reach the tokenizer as they are made (else only at the end)
+        self.counted = counted  # health-check generations are not in /metrics
+        self.received_mono = time.monotonic()
+        self.last_output = None
         self.prompt_tokens = prompt_tokens
         self.max_new_tokens = max(1, int(max_new_tokens))
         self.output = 0
@@ -84,10 +130,11 @@ class Request:
 
 
 class Engine:
-    def __init__(self, speed, draft_tokens, quality, max_running, log, decode_log_interval=40, seed=0):
+    def __init__(self, speed, draft_tokens, quality, max_running, log, decode_log_interval=40, seed=0,
+                 quality_file=None):
         self.speed = speed
         self.draft_tokens = draft_tokens
-        self.quality = quality
+        self.quality = QualityFile(quality_file, quality)
         self.max_running = max_running
         self.log = log
         self.decode_log_interval = decode_log_interval
@@ -96,7 +143,7 @@ class Engine:
         self.waiting = []
         self.running = []
         self.clock = 0.0
-        self.stats = {'prompt_tokens': 0, 'generation_tokens': 0, 'requests': 0, 'verify_calls': 0}
+        self.metrics = RequestMetrics()
         self.flush()
         self.last_accept_length = 0.0
         self.last_accept_rate = 0.0
@@ -111,12 +158,12 @@ class Engine:
         self.last_accept_length = 0.0
         self.last_accept_rate = 0.0
 
-    def submit(self, prompt_tokens, max_new_tokens):
-        return self.submit_many([prompt_tokens], max_new_tokens)[0]
+    def submit(self, prompt_tokens, max_new_tokens, stream=False, counted=True):
+        return self.submit_many([prompt_tokens], max_new_tokens, stream, counted)[0]
 
-    def submit_many(self, prompts, max_new_tokens):
+    def submit_many(self, prompts, max_new_tokens, stream=False, counted=True):
         """Queue requests together (a batched /generate): they are prefilled in the same step."""
-        reqs = [Request(p, max_new_tokens) for p in prompts]
+        reqs = [Request(p, max_new_tokens, stream, counted) for p in prompts]
         with self.cond:
             self.waiting.extend(reqs)
             self.cond.notify()
@@ -144,15 +191,13 @@ class Engine:
     def _prefill(self, new):
         tokens = sum(r.prompt_tokens for r in new)
         self._sleep(T_BASE + K_PREFILL * tokens)
-        self.stats['prompt_tokens'] += tokens
         self.log('Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: 0.00, #running-req: %d, '
                  '#queue-req: %d, #pending-token: 0, cuda graph: True, input throughput (token/s): %.2f'
                  % (len(new), tokens, len(self.running), len(self.waiting), tokens / max(1e-9, (T_BASE * self.speed / 1000.0))))
         finished = False
         for req in new:
-            self.stats['generation_tokens'] += 1
             done = req.max_new_tokens <= 1
-            req.push(1, done)
+            self._push(req, 1, done)
             if done:
                 self._finish(req)
                 finished = True
@@ -160,8 +205,14 @@ class Engine:
                 self.running.append(req)
         self._overlap_tail(finished)
 
+    def _push(self, req, count, done):
+        req.push(count, done)
+        if req.counted and req.stream:
+            self.metrics.output(req, count, time.monotonic())
+
     def _finish(self, req):
-        self.stats['requests'] += 1
+        if req.counted:
+            self.metrics.finished(req, time.monotonic())
 
     def _decode(self):
         batch = list(self.running)
@@ -169,10 +220,11 @@ class Engine:
         self._sleep(step_ms(len(batch), n))
         produced = verifies = accepted_total = 0
         finished = False
+        quality = self.quality.current()
         for req in batch:
             accepted = 0
             if n > 1:
-                while accepted < n - 1 and self.rng.random() < (self.quality * DECAY ** accepted if self.quality < 1.0 else 1.0):
+                while accepted < n - 1 and self.rng.random() < (quality * DECAY ** accepted if quality < 1.0 else 1.0):
                     accepted += 1
                 req.verify_ct += 1
                 req.accepted += accepted
@@ -185,13 +237,11 @@ class Engine:
             count = min(accepted + 1, req.max_new_tokens - req.output)
             produced += count
             done = req.output + count >= req.max_new_tokens
-            req.push(count, done)
+            self._push(req, count, done)
             if done:
                 self.running.remove(req)
                 self._finish(req)
                 finished = True
-        self.stats['generation_tokens'] += produced
-        self.stats['verify_calls'] += verifies
         self._count_decode(batch, produced, verifies, accepted_total)
         self._overlap_tail(finished)
 

@@ -146,7 +146,7 @@ class Handler(BaseHTTPRequestHandler):
         # SGLang runs a 1-token generation and looks for its output once a second: a healthy
         # answer takes at least one such interval (recorded: 1.003 s), scaled here by the speed.
         began = time.monotonic()
-        req = sim.engine.submit(1, 1)
+        req = sim.engine.submit(1, 1, counted=False)
         deadline = began + HEALTH_CHECK_TIMEOUT
         while not req.done and time.monotonic() < deadline:
             req.next_chunk(0.5)
@@ -183,7 +183,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ generation
     def _run(self, prompt_tokens, max_new_tokens, on_chunk=None):
-        req = self.sim.engine.submit(prompt_tokens, max_new_tokens)
+        req = self.sim.engine.submit(prompt_tokens, max_new_tokens, stream=on_chunk is not None)
         return req, self._wait(req, on_chunk)
 
     @staticmethod
@@ -362,13 +362,23 @@ def metrics_text(sim):
            [('endpoint="%s",method="%s"' % k, v) for k, v in totals.items()])
     family('http_responses_total', 'counter', 'Total number of HTTP responses by endpoint and status code',
            [('endpoint="%s",method="%s",status_code="%d"' % k, v) for k, v in requests])
-    family('prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', [(base, eng.stats['prompt_tokens'])])
+    with eng.metrics.lock:
+        counts = dict(eng.metrics.counters)
+        histograms = [(name, text, h.samples({'engine_type': 'unified', 'model_name': model}))
+                      for name, text, h in (
+                          ('time_to_first_token_seconds', 'Histogram of time to first token in seconds.',
+                           eng.metrics.ttft),
+                          ('inter_token_latency_seconds', 'Histogram of inter-token latency in seconds.',
+                           eng.metrics.itl),
+                          ('e2e_request_latency_seconds', 'Histogram of End-to-end request latency in seconds',
+                           eng.metrics.e2e)) if h.observed]
+    family('prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', [(base, counts['prompt_tokens'])])
     family('generation_tokens_total', 'counter', 'Number of generation tokens processed.',
-           [(base, eng.stats['generation_tokens'])])
+           [(base, counts['generation_tokens'])])
     if sim.spec:
         family('spec_verify_calls_total', 'counter', 'Number of speculative decoding verification calls.',
-               [(base, eng.stats['verify_calls'])])
-    family('num_requests_total', 'counter', 'Number of requests processed.', [(base, eng.stats['requests'])])
+               [(base, counts['verify_calls'])])
+    family('num_requests_total', 'counter', 'Number of requests processed.', [(base, counts['requests'])])
     family('max_total_num_tokens', 'gauge', 'Maximum total number of tokens in the KV cache pool.',
            [(rank, sim.max_total_num_tokens)])
     family('context_len', 'gauge', 'Maximum context length.', [(rank, sim.context_length)])
@@ -387,6 +397,11 @@ def metrics_text(sim):
     family('spec_num_draft_tokens', 'gauge',
            'Currently active speculative_num_draft_tokens (decouples from steps under topk>1).',
            [(rank, sim.args['speculative_num_draft_tokens'] or 0)])
+    # Histograms appear once observed (SGLang's multiprocess collector writes nothing before).
+    for name, text, samples in histograms:
+        lines.append('# HELP sglang:%s %s' % (name, text))
+        lines.append('# TYPE sglang:%s histogram' % name)
+        lines.extend('sglang:%s%s{%s} %s' % (name, suffix, labels, repr(float(value))) for suffix, labels, value in samples)
     return '\n'.join(lines) + '\n'
 
 

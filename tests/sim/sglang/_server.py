@@ -77,6 +77,7 @@ class Config:
             elif self.fault not in FAULTS:
                 raise SystemExit('SGLANG_SIM_FAULT: unknown fault %r (crash:<phase>, hang:<phase>, %s; phases: %s)'
                                  % (self.fault, ', '.join(FAULTS), ', '.join(PHASES)))
+        self.quality_file = environ.get('SGLANG_SIM_QUALITY_FILE') or None
         orphan = environ.get('SGLANG_SIM_ORPHAN_SECONDS')
         self.orphan_seconds = float(orphan) if orphan else 3.0 * self.speed
 
@@ -390,7 +391,7 @@ class Server(_http.Counters):
         a, log = self.args, self.log
         multi_rank = a['nnodes'] > 1 and a['node_rank'] >= 1
         self.engine = Engine(self.config.speed, self.draft_tokens, self.quality(), a['max_running_requests'] or 4096, log,
-                             a['decode_log_interval'], a['random_seed'])
+                             a['decode_log_interval'], a['random_seed'], self.config.quality_file)
         try:
             self.httpd = _http.make_server(self, a['host'], a['port'], dummy=multi_rank)
         except OSError as exc:

@@ -29,21 +29,20 @@ author:
   - llmops.serving contributors (@llmops)
 requirements:
   - Python standard library only; the C(requests) library is used when installed (see O(http_library)).
+extends_documentation_fragment:
+  - llmops.serving.attributes
+  - llmops.serving.server_api
 attributes:
   check_mode:
     support: none
-    description: Nothing is sent in check mode; the task is skipped.
+    details: Nothing is sent in check mode; the task is skipped.
   diff_mode:
     support: none
-    description: The module changes no configuration, so there is nothing to diff.
+    details: The module changes no configuration, so there is nothing to diff.
   idempotent:
     support: full
-    description: The module never reports a change; O(flush_cache) only empties the server's prefix cache.
+    details: The module never reports a change; O(flush_cache) only empties the server's prefix cache.
 options:
-  url:
-    description: Base URL of the server, without a path, for example C(http://127.0.0.1:30000).
-    type: str
-    required: true
   api:
     description:
       - V(completions) streams from the OpenAI-compatible C(/v1/completions) (any engine).
@@ -105,9 +104,6 @@ options:
     description: Seconds a request may wait for its next streamed chunk before it counts as failed.
     type: float
     default: 600
-  api_key:
-    description: The server's C(--api-key), sent as an C(Authorization) bearer token.
-    type: str
   http_library:
     description:
       - V(requests) sends the load with the C(requests) library (a session per concurrent request).

@@ -18,8 +18,8 @@ description:
     tokens verified per step) and the acceptance length, from the server info
     (C(internal_states[0].avg_spec_accept_length)) or else from the C(/metrics) counters
     since the server started.
-  - Never fails because of the server's answers; a server that is down is RV(reachable=false),
-    one that refuses the API key is RV(unauthorized=true) with a warning.
+  - Never fails because of the server's answers. A server that is down is returned as
+    not RV(reachable), one that refuses the API key as RV(unauthorized), with a warning.
   - Sends no generation and changes nothing on the server.
 author:
   - llmops.serving contributors (@llmops)
@@ -63,7 +63,7 @@ healthy:
   type: bool
   sample: true
 unauthorized:
-  description: Whether the server refused the request for its info (HTTP 401 or 403): O(api_key) is missing or wrong.
+  description: Whether the server refused the request for its info (HTTP 401 or 403), so O(api_key) is missing or wrong.
   returned: always
   type: bool
   sample: false

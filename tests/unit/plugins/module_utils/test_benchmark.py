@@ -6,15 +6,22 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import _benchmark as bm
-
-FIXTURES = os.path.join(os.path.dirname(__file__), '..', 'fixtures', 'sglang-0.5.15.post1-h200')
+from ansible_collections.llmops.serving.tests.unit._fake_llm_server import (
+    FIXTURES,
+    HANG,
+    FakeLLMServer,
+    FakeServer,
+    completion_events,
+    cut_short,
+    pings,
+    sse_body,
+    then_close,
+)
 
 
 def fixture(run, name):
@@ -226,102 +233,6 @@ def test_aggregate_figures():
 
 # ---------------------------------------------------------------- against a local server
 
-class FakeServer:
-    """A tiny SGLang-like server: streams ``tokens_per_chunk`` tokens per chunk."""
-
-    def __init__(self, tokens_per_chunk=2, fail_every=0, flush_status=200, metrics=True, accept=None, pause=0.0):
-        self.tokens_per_chunk = tokens_per_chunk
-        self.fail_every = fail_every
-        self.flush_status = flush_status
-        self.with_metrics = metrics
-        self.accept = accept
-        self.pause = pause  # with a pause: body ended by closing (no chunking), pause after the first event
-        self.requests = []
-        self.flushes = 0
-        self.generated = 0
-        self.lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = 'HTTP/1.1'
-
-            def log_message(self, *args):
-                pass
-
-            def _send(self, status, body, ctype='application/json'):
-                self.send_response(status)
-                self.send_header('Content-Type', ctype)
-                self.send_header('Content-Length', str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self):
-                owner.requests.append(('GET', self.path, dict(self.headers)))
-                if self.path == '/metrics' and owner.with_metrics:
-                    self._send(200, ('sglang:generation_tokens_total{m="x"} %d\n' % owner.generated).encode(),
-                               'text/plain')
-                elif self.path == '/get_server_info':
-                    self._send(200, json.dumps({'version': '0.5.15.post1', 'speculative_algorithm': 'EAGLE3',
-                                                'internal_states': [{'avg_spec_accept_length': 2.5}]}).encode())
-                elif self.path == '/v1/models':
-                    self._send(200, b'{"data": [{"id": "tiny"}]}')
-                else:
-                    self._send(404, b'{"detail": "Not Found"}')
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers['Content-Length'])) or b'null')
-                with owner.lock:
-                    owner.requests.append(('POST', self.path, body))
-                    count = sum(1 for r in owner.requests if r[1] in ('/generate', '/v1/completions'))
-                if self.path == '/flush_cache':
-                    owner.flushes += 1
-                    self._send(owner.flush_status, b'')
-                    return
-                if owner.fail_every and count % owner.fail_every == 0:
-                    self._send(500, b'{"error": "overloaded"}')
-                    return
-                native = self.path == '/generate'
-                total = body['sampling_params']['max_new_tokens'] if native else body['max_tokens']
-                chunks, sent = [], 0
-                while sent < total:
-                    sent = min(total, sent + owner.tokens_per_chunk)
-                    if native:
-                        meta = {'prompt_tokens': 3, 'completion_tokens': sent}
-                        if sent == total and owner.accept:
-                            meta.update(spec_verify_ct=int(total / owner.accept), spec_accept_length=owner.accept)
-                        chunks.append({'text': 'x', 'meta_info': meta})
-                    else:
-                        chunks.append({'choices': [{'index': 0, 'text': 'x'}],
-                                       'usage': {'prompt_tokens': 3, 'completion_tokens': sent}})
-                with owner.lock:
-                    owner.generated += total
-                events = [b'data: ' + json.dumps(c).encode() + b'\n\n' for c in chunks] + [b'data: [DONE]\n\n']
-                if not owner.pause:
-                    self._send(200, b''.join(events), 'text/event-stream')
-                    return
-                self.send_response(200)
-                self.send_header('Content-Type', 'text/event-stream')
-                self.send_header('Connection', 'close')
-                self.end_headers()
-                self.wfile.write(events[0])
-                self.wfile.flush()
-                time.sleep(owner.pause)
-                self.wfile.write(b''.join(events[1:]))
-                self.close_connection = True
-
-        self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-        self.url = 'http://127.0.0.1:%d' % self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.mark.parametrize('library', ['requests', 'http.client'])
 @pytest.mark.parametrize('api, accept, source', [
     ('generate', 3.0, 'per_request'),
@@ -348,8 +259,8 @@ def test_benchmark_end_to_end(api, accept, source, library):
         assert result['model'] == 'tiny'
         assert {r[2]['model'] for r in server.requests if r[1] == '/v1/completions'} == {'tiny'}
     assert all(r[2].get('Authorization') == 'Bearer s3cret' for r in server.requests if r[0] == 'GET')
-    # 2 warm-up requests + 2 runs x 6 prompts
-    assert sum(1 for r in server.requests if r[1] in ('/generate', '/v1/completions')) == 14
+    # warm-up at each run's concurrency (2 at 1, one per slot at 3) + 2 runs x 6 prompts
+    assert sum(1 for r in server.requests if r[1] in ('/generate', '/v1/completions')) == 2 + 3 + 12
 
 
 @pytest.mark.parametrize('library', ['requests', 'http.client'])
@@ -393,3 +304,140 @@ def test_events_count_when_they_arrive_on_a_connection_closed_body(library):
         record = bm.Client(server.url, http_library=library).stream('/generate', bm.request_body('generate', 'x', 4))
     assert record.ok and record.output_tokens == 4
     assert record.ttft < 0.2 <= 0.3 <= record.e2e
+
+
+# ---------------------------------------------------------------- misbehaving servers (issue 23, items 9-14)
+
+COMPLETION = bm.request_body('completions', 'hi', 4, model='m')
+LIBRARIES = ['requests', 'http.client']
+
+
+@pytest.fixture
+def fake():
+    servers = []
+
+    def start(routes):
+        server = FakeLLMServer(routes)
+        servers.append(server)
+        return server
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize('api, payload, reason', [
+    ('completions', b'[1,2,3]', 'expected a JSON object, got [1, 2, 3]'),
+    ('completions', b'42', 'expected a JSON object, got 42'),
+    ('completions', b'null', 'expected a JSON object, got null'),
+    ('completions', b'"error"', 'expected a JSON object, got "error"'),
+    ('completions', b'{"choices": [{"text": "x"}], "usage": [1]}', '"usage" is [1], expected an object'),
+    ('completions', b'{"choices": [{"text": "x"}], "usage": {"completion_tokens": "3"}}',
+     'usage "completion_tokens" is "3", expected a whole number'),
+    ('completions', b'{"choices": "x"}', '"choices" is "x", expected a list'),
+    ('completions', b'{"choices": [7]}', '"choices" holds 7, expected objects'),
+    ('generate', b'{"text": "x", "meta_info": [1]}', '"meta_info" is [1], expected an object'),
+    ('generate', b'{"text": "x", "meta_info": {"completion_tokens": 2.5}}',
+     'meta_info "completion_tokens" is 2.5, expected a whole number'),
+    ('generate', b'{"text": "x", "meta_info": {"completion_tokens": 2, "spec_accept_length": "4"}}',
+     'meta_info "spec_accept_length" is "4", expected a number'),
+    ('completions', b'{not json', 'malformed event in stream: Expecting property name'),
+])
+def test_a_non_object_event_fails_that_request_with_a_message(api, payload, reason):
+    first = {'text': 'x', 'meta_info': {'completion_tokens': 1}} if api == 'generate' else {
+        'choices': [{'text': 'x'}], 'usage': {'completion_tokens': 1}}
+    lines = [b'data: ' + json.dumps(first).encode(), b'data: ' + payload, b'data: [DONE]']
+    record = bm.consume_stream(lines, bm.RequestRecord(api, 0.0), Clock())
+    assert not record.ok
+    assert record.error.startswith('malformed event in stream: ') and reason in record.error
+
+
+@pytest.mark.parametrize('library', LIBRARIES)
+def test_a_malformed_event_costs_one_request_not_the_run(fake, library):
+    sent = []
+
+    def completions(method, body):
+        sent.append(body)
+        events = completion_events([2, 4])
+        if len(sent) == 2:
+            events = [events[0], b'{"choices": [{"text": "x"}], "usage": [1]}']
+        return 200, sse_body(*events)
+    server = fake({'/v1/completions': completions})
+    result = bm.benchmark(bm.Client(server.url, http_library=library), 'completions',
+                          bm.synthetic_prompts(4, 2, 4, 0), [1], model='m', warmup_requests=0)
+    run = result['runs'][0]
+    assert (run['completed'], run['failed'], run['output_tokens']) == (3, 1, 12)
+    assert run['errors'] == ['malformed event in stream: "usage" is [1], expected an object']
+
+
+@pytest.mark.parametrize('library', LIBRARIES)
+def test_a_body_cut_short_fails_and_its_connection_is_not_reused(fake, library):
+    body = sse_body(*completion_events([2, 4]))
+    answers = [cut_short(body, body.index(b'data: ', 10)), (200, body)]
+    server = fake({'/v1/completions': lambda method, data: answers.pop(0)})
+    client = bm.Client(server.url, http_library=library, timeout=30)
+    cut = client.stream('/v1/completions', COMPLETION)
+    intact = client.stream('/v1/completions', COMPLETION)
+    assert not cut.ok and 'IncompleteRead' in cut.error
+    assert intact.ok and intact.output_tokens == 4, intact.error
+
+
+@pytest.mark.parametrize('library', LIBRARIES)
+def test_after_run_figures_survive_a_server_that_closed_idle_connections(fake, library):
+    metrics = b'sglang:generation_tokens_total{tp_rank="0"} 7\n'
+    info = json.dumps({'version': '0.5.15.post1'}).encode()
+    server = fake({'/metrics': lambda method, body: then_close(200, metrics),
+                   '/server_info': lambda method, body: then_close(200, info)})
+    client = bm.Client(server.url, http_library=library, timeout=30)
+    for dummy in range(3):
+        assert client.metrics() == {'sglang:generation_tokens_total': [7.0]}
+        assert client.server_info() == {'version': '0.5.15.post1'}
+
+
+@pytest.mark.parametrize('library', LIBRARIES)
+@pytest.mark.parametrize('call', ['first_model', 'metrics', 'server_info', 'flush_cache', 'stream', 'benchmark'])
+def test_every_request_honours_the_timeout(fake, library, call):
+    server = fake({path: lambda method, body: HANG for path in (
+        '/v1/models', '/metrics', '/server_info', '/get_server_info', '/flush_cache', '/v1/completions')})
+    client = bm.Client(server.url, http_library=library, timeout=1.0)
+    start = time.monotonic()
+    if call == 'first_model':
+        with pytest.raises(bm.BenchmarkError, match=r'/v1/models did not answer within 1 s \(timeout\)'):
+            client.first_model()
+    elif call == 'flush_cache':
+        with pytest.raises(bm.BenchmarkError, match=r'/flush_cache did not answer within 1 s \(timeout\)'):
+            client.flush_cache()
+    elif call == 'stream':
+        record = client.stream('/v1/completions', COMPLETION)
+        assert record.error.startswith('timed out: no complete answer within 1 s (timeout)')
+    elif call == 'benchmark':
+        with pytest.raises(bm.BenchmarkError, match='every warm-up request to .* failed: timed out'):
+            bm.benchmark(client, 'completions', bm.synthetic_prompts(1, 1, 1, 0), [1], model='m')
+    else:
+        assert getattr(client, call)() is None
+    # One timeout (a second for a retried GET), not the 30 s that were hard-coded.
+    assert time.monotonic() - start < 2.9
+
+
+@pytest.mark.parametrize('library', LIBRARIES)
+def test_a_stream_of_pings_is_bounded_by_the_whole_request_timeout(fake, library):
+    server = fake({'/v1/completions': lambda method, body: pings(limit_s=10.0)})
+    start = time.monotonic()
+    record = bm.Client(server.url, http_library=library, timeout=1.0).stream('/v1/completions', COMPLETION)
+    assert time.monotonic() - start < 2.9
+    assert record.error.startswith('timed out: no complete answer within 1 s (timeout)')
+
+
+@pytest.mark.parametrize('library', LIBRARIES)
+@pytest.mark.parametrize('body, error', [
+    (sse_body(*completion_events([2, 4], finish=False), done=False),
+     'stream truncated: it ended after 4 tokens without [DONE] or a finish_reason'),
+    (sse_body(*completion_events([2, 3])), 'stream truncated: 3 of the 4 tokens asked for'),
+    (sse_body(*completion_events([2, 4]), done=False), None),  # finish_reason, no [DONE]: complete
+    (sse_body(*completion_events([2, 4], finish=False)), None),  # [DONE], no finish_reason: complete
+])
+def test_a_truncated_stream_is_flagged(fake, library, body, error):
+    server = fake({'/v1/completions': lambda method, data: (200, body)})
+    record = bm.Client(server.url, http_library=library).stream('/v1/completions', COMPLETION)
+    assert record.error == error and record.truncated is (error is not None)
+    run = bm.aggregate([record], 1.0, 1, 0.0)
+    assert (run['completed'], run['failed'], run['truncated']) == ((0, 1, 1) if error else (1, 0, 0))

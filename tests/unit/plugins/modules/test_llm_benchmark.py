@@ -12,7 +12,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.llmops.serving.plugins.module_utils import _benchmark as bm
 from ansible_collections.llmops.serving.plugins.modules import llm_benchmark
 
-from ansible_collections.llmops.serving.tests.unit.test_benchmark import FakeServer
+from ansible_collections.llmops.serving.tests.unit._fake_llm_server import FakeServer
 
 
 @pytest.fixture

@@ -11,11 +11,21 @@ short_description: Benchmark an LLM inference server with streamed requests
 version_added: 0.1.0
 description:
   - Sends O(num_prompts) streamed requests to an SGLang (or any OpenAI-compatible)
-    server, at most O(concurrency) at a time, once per concurrency level, and reports
-    what C(sglang.bench_serving) reports - request and token throughput, time to first
-    token (TTFT), inter-token latency (ITL), time per output token (TPOT), end-to-end
-    latency (mean, p50, p90, p99) - plus the speculative decoding acceptance length and
-    the client's own CPU time.
+    server, at most O(concurrency) at a time, for each concurrency level, O(rounds) times,
+    and reports request and token throughput, time to first token (TTFT), inter-token
+    latency (ITL), time per output token (TPOT) and end-to-end latency (mean, p50, p90,
+    p99) with the definitions of C(sglang.benchmark.serving) (C(sglang.bench_serving)) of
+    SGLang 0.5.15.post1, plus the speculative decoding acceptance length, optional goodput
+    under SLOs, and the client's own CPU time.
+  - ITL is per token, as C(sglang.bench_serving) computes it - each gap between streamed
+    chunks divided by the tokens the chunk carries, counted once per token. With
+    speculative decoding a chunk carries several tokens; the undivided gap between chunks
+    is RV(runs[].chunk_gap_ms).
+  - Every figure of a run is the median over its rounds, with min, median and max in
+    RV(runs[].spread), so that the spread between rounds shows whether two servers can be
+    ranked.
+  - Requests that fail (HTTP error, timeout, malformed event, body cut short, stream
+    truncated) count as failed with their message; they never stop the run.
   - Acceptance length is the mean of the per-request figures when the server gives them
     (SGLang C(/generate) C(meta_info)); else C(internal_states[0].avg_spec_accept_length)
     from C(/server_info) (or C(/get_server_info) where a server lacks it) when O(flush_cache=true) reset it before the run; else it is
@@ -57,9 +67,39 @@ options:
         when omitted.
     type: str
   num_prompts:
-    description: Number of requests sent at each concurrency level.
+    description:
+      - Number of requests of each round at each concurrency level (at least; see O(min_duration)).
     type: int
     default: 64
+  min_duration:
+    description:
+      - Seconds each round lasts at least. After O(num_prompts) requests the prompts are sent
+        again from the first until this time has passed (whichever ends later).
+      - Short rounds vary a lot (a round of under a second at concurrency 8 varied by about 30%
+        on an H200); use 30 or more for figures that rank configurations.
+    type: float
+    default: 0
+  rounds:
+    description:
+      - Measurements per concurrency level. Figures are the median over the rounds, with
+        min/median/max in RV(runs[].spread) and each round in RV(runs[].rounds).
+    type: int
+    default: 1
+  slo:
+    description:
+      - Service-level objectives in milliseconds; when given, RV(runs[].goodput) counts the completed
+        requests per second that met all of them (as C(vllm bench serve --goodput) does).
+    type: dict
+    suboptions:
+      ttft_ms:
+        description: Largest time to first token.
+        type: float
+      tpot_ms:
+        description: Largest time per output token.
+        type: float
+      e2e_ms:
+        description: Largest end-to-end latency.
+        type: float
   concurrency:
     description: Requests in flight at once; one benchmark run per value, in order.
     type: list
@@ -77,12 +117,19 @@ options:
     default: 128
   dataset:
     description:
-      - Path of a JSONL file of prompts on the host that runs the module. Each line is
-        a JSON string or an object with C(prompt) and optionally C(output_len).
-      - Lines are shuffled with O(seed) and repeated up to O(num_prompts).
+      - Path of a prompt file on the host that runs the module, instead of synthetic prompts.
+      - A JSON array is read as ShareGPT format (as C(sglang.bench_serving --dataset-name sharegpt)
+        reads it) - objects with C(conversations), of which the first turn's C(value) is the
+        prompt; conversations of fewer than two turns are skipped; every request asks for O(output_len)
+        tokens.
+      - Otherwise the file is JSONL - each line a JSON string or an object with C(prompt) and
+        optionally C(output_len).
+      - Prompts are shuffled with O(seed) and repeated up to O(num_prompts).
     type: path
   warmup_requests:
-    description: Requests sent once before the first run and not counted.
+    description:
+      - Requests sent before each concurrency level's rounds, at that concurrency (at least one per
+        concurrent slot), and not counted. V(0) sends none.
     type: int
     default: 2
   flush_cache:
@@ -101,7 +148,10 @@ options:
     type: float
     default: 0.0
   timeout:
-    description: Seconds a request may wait for its next streamed chunk before it counts as failed.
+    description:
+      - Seconds one request may take as a whole, from connecting to its last byte (streamed requests,
+        C(/v1/models), C(/metrics), C(/server_info), C(/flush_cache)). A streamed request that takes
+        longer counts as failed; a server that sends only keep-alive comments is no exception.
     type: float
     default: 600
   http_library:
@@ -156,7 +206,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 runs:
-  description: One entry per concurrency level, in the order given.
+  description:
+    - One entry per concurrency level, in the order given. Rates and latency figures are the median
+      over the level's rounds; counts (requests, tokens, seconds) are their sum.
   returned: success
   type: list
   elements: dict
@@ -166,7 +218,7 @@ runs:
       type: int
       sample: 8
     num_prompts:
-      description: Requests sent.
+      description: Requests sent (all rounds).
       type: int
       sample: 64
     completed:
@@ -174,7 +226,13 @@ runs:
       type: int
       sample: 64
     failed:
-      description: Requests that failed (HTTP error, timeout, broken stream).
+      description: Requests that failed (HTTP error, timeout, malformed event, body cut short, truncated stream).
+      type: int
+      sample: 0
+    truncated:
+      description:
+        - Failed requests whose stream ended early - without C([DONE]) or a C(finish_reason), or with
+          fewer tokens than the exact length asked for.
       type: int
       sample: 0
     errors:
@@ -199,9 +257,17 @@ runs:
       type: int
       sample: 16384
     output_throughput:
-      description: Generated tokens per second.
+      description: Generated tokens of completed requests per second.
       type: float
       sample: 1310.7
+    goodput:
+      description: Completed requests per second that met every limit of O(slo); null without O(slo).
+      type: float
+      sample: 4.8
+    good_requests:
+      description: Completed requests that met every limit of O(slo); null without O(slo).
+      type: int
+      sample: 60
     total_throughput:
       description: Prompt plus generated tokens per second.
       type: float
@@ -221,7 +287,16 @@ runs:
       type: dict
       sample: {"mean": 35.1, "p50": 33.0, "p90": 41.2, "p99": 60.3}
     itl_ms:
-      description: Time between consecutive streamed chunks in milliseconds (as C(sglang.bench_serving)'s ITL).
+      description:
+        - Inter-token latency in milliseconds as C(sglang.bench_serving) computes it - each gap between
+          streamed chunks divided by the tokens of the chunk, counted once per token. Where the server
+          gives only a final token count, each gap is divided by the mean tokens per chunk.
+      type: dict
+      sample: {"mean": 5.0, "p50": 4.9, "p90": 5.5, "p99": 7.5}
+    chunk_gap_ms:
+      description:
+        - Time between consecutive streamed chunks in milliseconds (not divided by the tokens of the
+          chunk; about RV(runs[].itl_ms) times RV(runs[].tokens_per_chunk)).
       type: dict
       sample: {"mean": 20.0, "p50": 19.5, "p90": 22.0, "p99": 30.1}
     tpot_ms:
@@ -260,6 +335,23 @@ runs:
       description: Client CPU seconds per wall-clock second; near 1.0 means the client was the bottleneck.
       type: float
       sample: 0.03
+    spread:
+      description:
+        - C(min), C(median) and C(max) over the rounds of every rate (C(output_throughput),
+          C(request_throughput), ...) and latency statistic (keys such as C(ttft_ms.p50)).
+      type: dict
+      sample: {"output_throughput": {"min": 1250.2, "median": 1310.7, "max": 1333.0}}
+    rounds:
+      description: The figures of each round (the keys above, without C(spread) and C(rounds)), with its number as C(round).
+      type: list
+      elements: dict
+settings:
+  description:
+    - What was measured - O(num_prompts), O(input_len) (null with O(dataset)), O(output_len), O(seed),
+      O(dataset), O(rounds), O(min_duration), O(warmup_requests), O(temperature), O(api), O(slo).
+  returned: success
+  type: dict
+  sample: {"num_prompts": 64, "input_len": 128, "output_len": 128, "seed": 0, "dataset": null, "rounds": 3}
 server:
   description:
     - What C(/server_info) (or C(/get_server_info)) said after the last run (version and the server's
@@ -309,6 +401,10 @@ def main():
             input_len=dict(type='int', default=128),
             output_len=dict(type='int', default=128),
             dataset=dict(type='path'),
+            min_duration=dict(type='float', default=0.0),
+            rounds=dict(type='int', default=1),
+            slo=dict(type='dict', options=dict(ttft_ms=dict(type='float'), tpot_ms=dict(type='float'),
+                                               e2e_ms=dict(type='float'))),
             warmup_requests=dict(type='int', default=2),
             flush_cache=dict(type='bool', default=False),
             seed=dict(type='int', default=0),
@@ -325,9 +421,17 @@ def main():
         module.fail_json(msg=missing_required_lib(
             'requests', reason='for http_library=requests', url='https://pypi.org/project/requests/')
             + ' Or set http_library to auto or http.client (the standard library).')
-    for key in ('num_prompts', 'input_len', 'output_len'):
+    for key in ('num_prompts', 'input_len', 'output_len', 'rounds'):
         if params[key] < 1:
             module.fail_json(msg='%s must be at least 1, got %d' % (key, params[key]))
+    for key in ('min_duration', 'timeout', 'warmup_requests'):
+        if params[key] < 0 or (key == 'timeout' and params[key] == 0):
+            module.fail_json(msg='%s must be %s, got %s' % (key, 'above 0' if key == 'timeout' else 'at least 0',
+                                                            params[key]))
+    slo = dict((key, value) for key, value in (params['slo'] or {}).items() if value is not None)
+    for key, value in slo.items():
+        if value <= 0:
+            module.fail_json(msg='slo.%s must be above 0 (milliseconds), got %s' % (key, value))
     if not params['concurrency'] or min(params['concurrency']) < 1:
         module.fail_json(msg='concurrency must list values of at least 1, got %s' % params['concurrency'])
     if not params['url'].startswith(('http://', 'https://')):
@@ -345,7 +449,8 @@ def main():
         result = _benchmark.benchmark(
             client, params['api'], prompts, params['concurrency'], model=params['model'],
             warmup_requests=params['warmup_requests'], flush_cache=params['flush_cache'],
-            temperature=params['temperature'])
+            temperature=params['temperature'], rounds=params['rounds'], min_duration=params['min_duration'],
+            slo=slo or None)
     except (_benchmark.BenchmarkError, OSError) as exc:
         module.fail_json(msg=str(exc))
 
@@ -355,6 +460,9 @@ def main():
         server=_server_args(result['server_info']),
         model=result['model'],
         http_library=client.http_library,
+        settings=dict(((key, params[key]) for key in (
+            'num_prompts', 'output_len', 'seed', 'dataset', 'rounds', 'min_duration', 'warmup_requests',
+            'temperature', 'api')), input_len=None if params['dataset'] else params['input_len'], slo=slo or None),
     )
     for run in result['runs']:
         if run['output_tokens_counted_by_server'] is False:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -441,3 +442,158 @@ def test_a_truncated_stream_is_flagged(fake, library, body, error):
     assert record.error == error and record.truncated is (error is not None)
     run = bm.aggregate([record], 1.0, 1, 0.0)
     assert (run['completed'], run['failed'], run['truncated']) == ((0, 1, 1) if error else (1, 0, 0))
+
+
+# ---------------------------------------------------------------- metrics as sglang.bench_serving 0.5.15.post1 defines them
+
+class Times:
+    """A clock that returns the given times in turn (one per SSE data line, [DONE] included)."""
+
+    def __init__(self, *times):
+        self.times = list(times)
+
+    def __call__(self):
+        return self.times.pop(0)
+
+
+def recorded_stream(run, counts=None, total=None):
+    """The H200 recording of ``run``'s streamed /v1/completions, with the usage SGLang sends when asked:
+    cumulative ``counts`` on every chunk (continuous_usage_stats), or only a final ``total`` (include_usage)."""
+    lines = [line for line in fixture(run, 'stream.txt').splitlines() if line.startswith(b'data: ')]
+    events = [json.loads(line[6:]) for line in lines[:-1]]
+    assert lines[-1] == b'data: [DONE]'
+    for event, count in zip(events, counts or []):
+        event['usage'] = {'prompt_tokens': 5, 'completion_tokens': count}
+    if total is not None:
+        events.append({'choices': [], 'usage': {'prompt_tokens': 5, 'completion_tokens': total}})
+    return [b'data: ' + json.dumps(e).encode() for e in events] + [b'data: [DONE]']
+
+
+def test_metrics_of_the_recorded_depth5_stream_with_4_tokens_per_chunk():
+    # eagle3-good-mid: 8 chunks for 32 tokens (4 per chunk); the count comes at the end only.
+    times = Times(0.050, 0.060, 0.072, 0.080, 0.090, 0.104, 0.110, 0.120, 0.121, 0.122)
+    record = bm.consume_stream(recorded_stream('eagle3-good-mid', total=32), bm.RequestRecord('completions', 0.0),
+                               times)
+    assert record.ok and (record.output_tokens, record.chunks) == (32, 8)
+    run = bm.aggregate([record], duration=0.122, concurrency=1, cpu_seconds=0.0)
+    # gaps 10, 12, 8, 10, 14, 6, 10 ms; sorted 6 8 10 10 10 12 14
+    assert run['chunk_gap_ms'] == pytest.approx({'mean': 10.0, 'p50': 10.0, 'p90': 12.8, 'p99': 13.88})
+    # bench_serving: each gap / its 4 tokens
+    assert run['itl_ms'] == pytest.approx({'mean': 2.5, 'p50': 2.5, 'p90': 3.2, 'p99': 3.47})
+    assert run['ttft_ms']['p50'] == pytest.approx(50.0)
+    assert run['e2e_ms']['p50'] == pytest.approx(122.0)  # at [DONE], as bench_serving's latency
+    assert run['tpot_ms']['p50'] == pytest.approx((122.0 - 50.0) / 31)
+    assert run['output_throughput'] == pytest.approx(32 / 0.122)
+    assert run['request_throughput'] == pytest.approx(1 / 0.122)
+    assert run['tokens_per_chunk'] == 4.0
+
+
+def test_per_token_itl_with_uneven_chunks_as_bench_serving_counts_them():
+    # The same recording with a count on every chunk: 5, then 4 4 4 3 5 3 4 new tokens.
+    times = Times(0.050, 0.062, 0.070, 0.082, 0.088, 0.103, 0.109, 0.121, 0.122)
+    record = bm.consume_stream(recorded_stream('eagle3-good-mid', counts=[5, 9, 13, 17, 20, 25, 28, 32]),
+                               bm.RequestRecord('completions', 0.0, expected_tokens=32), times)
+    assert record.ok and record.chunks_counted
+    # gaps (ms) / tokens: 12/4 8/4 12/4 6/3 15/5 6/3 12/4 -> 3.0 x17 tokens, 2.0 x10 tokens
+    assert record.itl() == pytest.approx([0.003] * 4 + [0.002] * 4 + [0.003] * 4 + [0.002] * 3 + [0.003] * 5
+                                         + [0.002] * 3 + [0.003] * 4)
+    run = bm.aggregate([record], duration=0.122, concurrency=1, cpu_seconds=0.0)
+    assert run['itl_ms'] == pytest.approx({'mean': 71.0 / 27, 'p50': 3.0, 'p90': 3.0, 'p99': 3.0})
+    assert run['chunk_gap_ms']['mean'] == pytest.approx(71.0 / 7)
+
+
+def test_one_token_per_chunk_recording_has_itl_equal_to_the_chunk_gap():
+    # eagle3-random: 32 chunks for 32 tokens (the random drafter's drafts are all rejected).
+    times = Times(*[0.040 + 0.005 * i for i in range(32)] + [0.200, 0.201])
+    record = bm.consume_stream(recorded_stream('eagle3-random', total=32), bm.RequestRecord('completions', 0.0),
+                               times)
+    assert (record.output_tokens, record.chunks) == (32, 32)
+    assert record.itl() == pytest.approx(record.gaps) and record.gaps == pytest.approx([0.005] * 31)
+
+
+def test_accept_length_weights_requests_by_their_verify_steps():
+    # Recorded /generate answers: 64 tokens in 13 verify steps (good drafter), 64 in 63 (random drafter).
+    records = []
+    for run in ('eagle3-good-mid', 'eagle3-random'):
+        record = bm.consume_stream([b'data: ' + fixture(run, 'generate.json'), b'data: [DONE]'],
+                                   bm.RequestRecord('generate', 0.0, expected_tokens=64), Clock())
+        assert record.ok
+        records.append(record)
+    result = bm.aggregate(records, 1.0, 2, 0.0)
+    assert result['accept_length'] == pytest.approx(128 / 76.0)  # the server's own average counts so
+    assert result['accept_length_source'] == 'per_request'
+
+
+def test_goodput_counts_requests_within_every_slo():
+    records = [_record(0.1, 1.0, 10), _record(0.3, 2.0, 30), _record(0.05, 3.0, 1), _record(None, 0.5, 0, error='x')]
+    # TPOT: 100 ms, 58.6 ms, none (0 as vllm counts it); TTFT: 100, 300, 50 ms
+    slo = {'ttft_ms': 200.0, 'tpot_ms': 80.0}
+    run = bm.aggregate(records, duration=4.0, concurrency=2, cpu_seconds=0.0, slo=slo)
+    assert (run['good_requests'], run['goodput']) == (1, 0.25)
+    run = bm.aggregate(records, duration=4.0, concurrency=2, cpu_seconds=0.0, slo={'e2e_ms': 2000.0})
+    assert (run['good_requests'], run['goodput']) == (2, 0.5)
+    assert bm.aggregate(records, 4.0, 2, 0.0)['goodput'] is None
+
+
+def test_rounds_report_the_median_and_the_spread():
+    rounds = []
+    for tp, ttft in ((100.0, 0.3), (130.0, 0.1), (90.0, 0.2)):
+        run = bm.aggregate([_record(ttft, 1.0, 10)], duration=10 / tp, concurrency=4, cpu_seconds=0.0)
+        run['server_counters'] = {'generation_tokens': 10.0}
+        rounds.append(run)
+    run = bm.combine_rounds(rounds)
+    assert run['output_throughput'] == pytest.approx(100.0)
+    assert run['spread']['output_throughput'] == pytest.approx({'min': 90.0, 'median': 100.0, 'max': 130.0})
+    assert run['spread']['ttft_ms.p50'] == pytest.approx({'min': 100.0, 'median': 200.0, 'max': 300.0})
+    assert run['ttft_ms']['p50'] == pytest.approx(200.0)
+    assert (run['num_prompts'], run['completed'], run['output_tokens']) == (3, 3, 30)
+    assert run['server_counters'] == {'generation_tokens': 30.0}
+    assert [r['round'] for r in run['rounds']] == [1, 2, 3]
+
+
+def test_a_round_lasts_at_least_min_duration():
+    with FakeServer(tokens_per_chunk=2) as server:
+        client = bm.Client(server.url, http_library='http.client')
+        start = time.monotonic()
+        records = bm.run_load(client, 'completions', bm.synthetic_prompts(2, 2, 2, 0), 2, model='m',
+                              min_duration=0.5)
+        elapsed = time.monotonic() - start
+    assert elapsed >= 0.5 and len(records) > 2 and all(r.ok for r in records)
+    prompts = [r[2]['prompt'] for r in server.requests if r[1] == '/v1/completions']
+    assert len(set(prompts)) == 2 and len(prompts) == len(records)
+
+
+def test_benchmark_measures_rounds_after_a_warm_up_at_each_concurrency():
+    with FakeServer(tokens_per_chunk=2) as server:
+        result = bm.benchmark(bm.Client(server.url), 'completions', bm.synthetic_prompts(3, 2, 4, 0), [1, 4],
+                              model='m', warmup_requests=2, rounds=3, flush_cache=True)
+    assert [(r['concurrency'], r['num_prompts'], len(r['rounds'])) for r in result['runs']] == [(1, 9, 3), (4, 9, 3)]
+    assert server.flushes == 6
+    # warm-up: 2 at concurrency 1, 4 (one per slot) at concurrency 4; then 2 x 3 rounds x 3 prompts
+    assert sum(1 for r in server.requests if r[1] == '/v1/completions') == 2 + 4 + 18
+
+
+def test_sharegpt_file(tmp_path):
+    path = tmp_path / 'sharegpt.json'
+    path.write_text(json.dumps([
+        {'id': 'a', 'conversations': [{'from': 'human', 'value': 'first?'}, {'from': 'gpt', 'value': 'yes'}]},
+        {'id': 'b', 'conversations': [{'from': 'human', 'value': 'alone'}]},
+        {'id': 'c', 'conversation': [{'role': 'user', 'content': 'second?'}, {'role': 'assistant', 'content': 'no'}]},
+    ]))
+    prompts = bm.load_dataset(str(path), 4, 16, seed=3)
+    assert sorted(p['prompt'] for p in prompts) == ['first?', 'first?', 'second?', 'second?']
+    assert {p['output_len'] for p in prompts} == {16}
+
+
+@pytest.mark.parametrize('content, message', [
+    ('[{"conversations": "x"}]', 'entry 0: expected an object with a "conversations" list'),
+    ('[{"conversations": [{"value": 1}, {"value": "a"}]}]', 'entry 0: the first turn has no "value" string'),
+    ('[{"conversations": []}]', 'holds no prompts'),
+    ('[1, ', 'is not JSON'),
+    ('{"prompt": "a", "output_len": "3"}\n', 'line 1: output_len must be a whole number of at least 1, got "3"'),
+])
+def test_bad_prompt_files_are_named(tmp_path, content, message):
+    path = tmp_path / 'p.json'
+    path.write_text(content)
+    with pytest.raises(bm.BenchmarkError, match=re.escape(str(path)) + '.*' + re.escape(message)):
+        bm.load_dataset(str(path), 1, 8, seed=0)

@@ -125,3 +125,31 @@ def test_warns_when_the_server_gives_no_token_counts(capsys, monkeypatch, warnin
     assert code == 0 and result['runs'][0]['output_tokens_counted_by_server'] is False
     assert ('at concurrency 2 the server did not say how many tokens each streamed chunk held (no usage in the '
             'stream), so one token per chunk was counted: 8 tokens, the server counted 30.0') in warnings
+
+
+def test_rounds_spread_goodput_and_settings_in_the_result(capsys):
+    with FakeServer(tokens_per_chunk=2) as server:
+        code, result = run_module(capsys, {'url': server.url, 'model': 'm', 'num_prompts': 3, 'concurrency': [2],
+                                           'output_len': 4, 'input_len': 5, 'seed': 9, 'rounds': 2,
+                                           'warmup_requests': 1, 'slo': {'ttft_ms': 60000}})
+    assert code == 0
+    run = result['runs'][0]
+    assert (run['num_prompts'], run['completed'], len(run['rounds'])) == (6, 6, 2)
+    assert run['good_requests'] == 6 and run['goodput'] > 0
+    spread = run['spread']['output_throughput']
+    assert spread['min'] <= run['output_throughput'] == spread['median'] <= spread['max']
+    assert set(run['itl_ms']) == set(run['chunk_gap_ms']) == {'mean', 'p50', 'p90', 'p99'}
+    assert result['settings'] == {'num_prompts': 3, 'input_len': 5, 'output_len': 4, 'seed': 9, 'dataset': None,
+                                  'rounds': 2, 'min_duration': 0.0, 'warmup_requests': 1, 'temperature': 0.0,
+                                  'api': 'completions', 'slo': {'ttft_ms': 60000.0}}
+
+
+@pytest.mark.parametrize('args, msg', [
+    ({'rounds': 0}, 'rounds must be at least 1, got 0'),
+    ({'min_duration': -1}, 'min_duration must be at least 0, got -1.0'),
+    ({'timeout': 0}, 'timeout must be above 0, got 0.0'),
+    ({'slo': {'tpot_ms': 0}}, 'slo.tpot_ms must be above 0 (milliseconds), got 0.0'),
+])
+def test_bad_run_settings_fail_before_any_request(capsys, args, msg):
+    code, result = run_module(capsys, dict(args, url='http://127.0.0.1:1'))
+    assert code == 1 and result['msg'] == msg

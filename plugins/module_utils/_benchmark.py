@@ -612,19 +612,17 @@ class Client:
         except self.transport.errors:
             return self.transport.request(method, path, deadline)
 
-    def _json(self, path, required=False):
-        """Body of ``GET path`` as JSON, or None when the endpoint is absent (or unreachable, unless required)."""
-        try:
-            status, data = self.request('GET', path)
-        except self.transport.errors as exc:
-            if required:
-                raise BenchmarkError('%s%s did not answer within %g s (timeout): %s: %s'
-                                     % (self.url, path, self.timeout, type(exc).__name__, exc))
-            return None
+    def _json(self, path):
+        """Body of ``GET path`` as JSON, or None when the endpoint is absent; transport errors raise."""
+        status, data = self.request('GET', path)
         try:
             return json.loads(data) if status == 200 else None
         except ValueError:
             return None
+
+    def _unanswered(self, path, exc):
+        return BenchmarkError('%s%s did not answer within %g s (timeout): %s: %s'
+                              % (self.url, path, self.timeout, type(exc).__name__, exc))
 
     def stream(self, path, body):
         """One streamed request; never raises: failures are kept in ``record.error``."""
@@ -648,10 +646,13 @@ class Client:
 
     # Server introspection: best effort, None when the endpoint is absent.
     def server_info(self):
-        for path in SERVER_INFO_PATHS:
-            info = self._json(path)
-            if info is not None:
-                return info
+        try:
+            for path in SERVER_INFO_PATHS:
+                info = self._json(path)
+                if info is not None:
+                    return info
+        except self.transport.errors:
+            pass  # a server that does not answer one path will not answer the older one either
         return None
 
     def metrics(self):
@@ -662,7 +663,11 @@ class Client:
         return parse_prometheus(data.decode('utf-8', 'replace')) if status == 200 else None
 
     def first_model(self):
-        data = (self._json('/v1/models', required=True) or {}).get('data') or [{}]
+        try:
+            models = self._json('/v1/models')
+        except self.transport.errors as exc:
+            raise self._unanswered('/v1/models', exc)
+        data = (models if isinstance(models, dict) else {}).get('data') or [{}]
         return data[0].get('id') if isinstance(data, list) and isinstance(data[0], dict) else None
 
     def flush_cache(self, deadline_s=30.0):
@@ -672,8 +677,7 @@ class Client:
             try:
                 status, data = self.request('POST', '/flush_cache')
             except self.transport.errors as exc:
-                raise BenchmarkError('%s/flush_cache did not answer within %g s (timeout): %s: %s'
-                                     % (self.url, self.timeout, type(exc).__name__, exc))
+                raise self._unanswered('/flush_cache', exc)
             if status == 200:
                 return True
             if status == 404:
@@ -687,7 +691,6 @@ class Client:
 
 # ---------------------------------------------------------------- aggregate
 
-SLO_KEYS = ('ttft_ms', 'tpot_ms', 'e2e_ms')
 LATENCIES = ('ttft_ms', 'itl_ms', 'chunk_gap_ms', 'tpot_ms', 'e2e_ms')
 # Figures of a run reported as the median of its rounds, with min and max in ``spread``.
 RATES = ('request_throughput', 'output_throughput', 'total_throughput', 'goodput', 'tokens_per_chunk',

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-ENGINES = ('sglang', 'vllm')
+from ansible_collections.llmops.serving.plugins.module_utils._version import ENGINES, parse_version  # noqa: F401
 LAYOUTS = ('auto', 'midlayer', 'layers')
 EAGLE3_ARCHITECTURE = 'LlamaForCausalLMEagle3'
 # Architectures each engine builds the EAGLE-3 drafter class for. vLLM builds
@@ -50,16 +50,6 @@ LAYER_WEIGHTS = (
 MIDLAYER = 'midlayer.'
 MODEL = 'model.'
 _LAYERS_RE = re.compile(r'^layers\.(\d+)\.(.*)$')
-
-
-def parse_version(text):
-    """'0.5.15.post1' -> (0, 5, 15); None for None or ''; ValueError when unreadable."""
-    if text is None or str(text).strip() == '':
-        return None
-    match = re.match(r'^v?(\d+)\.(\d+)(?:\.(\d+))?', str(text).strip())
-    if not match:
-        raise ValueError('engine_version %r is not a version such as 0.5.11' % (text,))
-    return tuple(int(part or 0) for part in match.groups())
 
 
 class Rules:

@@ -22,7 +22,7 @@ import json
 import re
 import shlex
 
-ENGINES = ('sglang', 'vllm')
+from ansible_collections.llmops.serving.plugins.module_utils._version import ENGINES, parse_version, version_text
 
 # ``python -m <module>`` that serves the OpenAI-compatible API, per engine.
 SERVER_MODULES = {
@@ -30,50 +30,81 @@ SERVER_MODULES = {
     'vllm': 'vllm.entrypoints.openai.api_server',
 }
 
-# --speculative-algorithm has fixed argparse choices up to this version; later versions
-# take any string (checked by the server itself). The installed server's --help, when
-# known, overrides this table.
-FIXED_ALGORITHM_CHOICES_UNTIL = (0, 5, 17)
-SPECULATIVE_ALGORITHM_CHOICES = ('EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM')
+# The version rules below are checked against the real parser of every release from
+# 0.5.11 to 0.5.23 (tests/releases/fixtures, built from the PyPI wheels); versions
+# before 0.5.11 are not checked.
+OLDEST_CHECKED = (0, 5, 11)
 
-# --cuda-graph-max-bs: a flag of its own up to 0.5.13, a deprecated alias of
-# --cuda-graph-max-bs-decode in 0.5.15 and 0.5.17, gone in 0.5.23 (where argparse then
-# rejects it as an ambiguous prefix). From 0.5.15 on the decode flag is emitted.
-CUDA_GRAPH_DECODE_FLAG_SINCE = (0, 5, 15)
+# --speculative-algorithm has fixed argparse choices in 0.5.11; from 0.5.12 on it takes
+# any string (checked by the server itself). The installed server's --help, when known,
+# overrides this table.
+FIXED_ALGORITHM_CHOICES_UNTIL = (0, 5, 11)
+SPECULATIVE_ALGORITHM_CHOICES = ('DFLASH', 'EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM')
+
+# --cuda-graph-max-bs: a flag of its own up to 0.5.13; from 0.5.14 to 0.5.19 a deprecated
+# alias of --cuda-graph-max-bs-decode; gone from 0.5.20, where argparse rejects it as an
+# ambiguous prefix of --cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill
+# (--cuda-graph-bs likewise). From 0.5.14 on the decode flag is emitted.
+CUDA_GRAPH_DECODE_FLAG_SINCE = (0, 5, 14)
+
+# Options registered with help=SUPPRESS: real but absent from --help, per version range
+# (first, last or None for "still there").
+HIDDEN_OPTIONS = {
+    '--forward-pass-metrics-worker-id': ((0, 5, 12), None),
+    '--forward-pass-metrics-ipc-name': ((0, 5, 12), None),
+    '--speculative-dflash-draft-window-size': ((0, 5, 13), (0, 5, 19)),
+}
+
+# An argv item that stands for a flag whose spelling depends on the server version; an
+# argv holding one is a preview and never becomes a command (launch_command refuses it).
+VERSION_DEPENDENT = '<version-dependent: '
 
 
 class LaunchArgsError(ValueError):
     """A launch spec that cannot become a valid command line; the message says why."""
 
 
-def parse_version(version):
-    """``'0.5.15.post1'`` -> ``(0, 5, 15)``; ``None`` or unparsable -> ``None``."""
-    if version is None:
-        return None
-    match = re.match(r'\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?', str(version))
-    if not match:
-        return None
-    return tuple(int(part or 0) for part in match.groups())
+def _version(version):
+    try:
+        return parse_version(version)
+    except ValueError as exc:
+        raise LaunchArgsError(str(exc))
 
 
 def algorithm_choices(version):
-    """The choices argparse enforces for --speculative-algorithm, or None (free string)."""
-    parsed = parse_version(version)
-    if parsed is not None and parsed <= FIXED_ALGORITHM_CHOICES_UNTIL:
+    """The choices argparse enforces for --speculative-algorithm, or None (free string,
+    or a version older than the checked ones)."""
+    parsed = _version(version)
+    if parsed is not None and OLDEST_CHECKED <= parsed <= FIXED_ALGORITHM_CHOICES_UNTIL:
         return SPECULATIVE_ALGORITHM_CHOICES
     return None
 
 
 def cuda_graph_max_bs_flag(version, flags=None):
-    """The flag that sets the largest decode CUDA-graph batch size for this server."""
+    """The flag that sets the largest decode CUDA-graph batch size for this server.
+
+    Without ``version`` and ``flags`` no flag is right for every version: the result is
+    a ``VERSION_DEPENDENT`` placeholder."""
     if flags:
         for flag in ('--cuda-graph-max-bs-decode', '--cuda-graph-max-bs'):
             if flag in flags:
                 return flag
-    parsed = parse_version(version)
-    if parsed is not None and parsed >= CUDA_GRAPH_DECODE_FLAG_SINCE:
+    parsed = _version(version)
+    if parsed is None:
+        return (VERSION_DEPENDENT + '--cuda-graph-max-bs up to SGLang 0.5.13, --cuda-graph-max-bs-decode '
+                'from 0.5.14>')
+    if parsed >= CUDA_GRAPH_DECODE_FLAG_SINCE:
         return '--cuda-graph-max-bs-decode'
     return '--cuda-graph-max-bs'
+
+
+def hidden_options(version, engine='sglang'):
+    """The options of ``version`` that exist without appearing in its --help."""
+    parsed = _version(version)
+    if engine != 'sglang' or parsed is None:
+        return ()
+    return tuple(flag for flag, (first, last) in sorted(HIDDEN_OPTIONS.items())
+                 if first <= parsed and (last is None or parsed <= last))
 
 
 def _positive_int(name, value, minimum=1):
@@ -208,76 +239,22 @@ def build_argv(spec, version=None, options=None):
     enable_metrics, trust_remote_code, speculative (algorithm, draft_model_path, depth
     or num_steps/eagle_topk/num_draft_tokens) and extra_args. ``version`` and
     ``options`` (the installed server's ``parse_help``) select version-dependent flags;
-    with ``options`` the result is checked against them. The API key is never part of
+    with ``options`` the result is checked against them. Without either, a flag whose
+    spelling depends on the version becomes a ``VERSION_DEPENDENT`` placeholder: the
+    result is a preview that ``launch_command`` refuses. The API key is never part of
     the argv: the sglang_server role's launcher shim adds it in memory.
     """
     spec = dict(spec or {})
-    engine = spec.get('engine') or 'sglang'
-    if engine not in ENGINES:
-        raise LaunchArgsError('engine must be one of %s, got %r' % (', '.join(ENGINES), engine))
-    if not spec.get('model_path'):
-        raise LaunchArgsError('model_path is required')
-    if 'api_key' in spec:
-        raise LaunchArgsError('api_key does not belong in the argv: it reaches the server through the '
-                              'environment file and the launcher shim, never a visible command line')
+    engine = _check_spec(spec)
     sglang = engine == 'sglang'
-    argv = []
-
-    def add(flag, value):
-        if value is not None and value != '':
-            argv.extend([flag, _flag_value(value)])
-
-    add('--model-path' if sglang else '--model', spec['model_path'])
-    add('--served-model-name', spec.get('served_model_name'))
-    add('--tp-size' if sglang else '--tensor-parallel-size',
-        _positive_int('tp_size', spec.get('tp_size')))
-    add('--host', spec.get('host'))
-    add('--port', _positive_int('port', spec.get('port')))
-    fraction = spec.get('mem_fraction_static')
-    if fraction is not None:
-        try:
-            fraction = float(fraction)
-        except (TypeError, ValueError):
-            raise LaunchArgsError('mem_fraction_static must be a number, got %r' % (fraction,))
-        if not 0 < fraction < 1:
-            raise LaunchArgsError('mem_fraction_static must be between 0 and 1, got %s' % fraction)
-    add('--mem-fraction-static' if sglang else '--gpu-memory-utilization', fraction)
-    add('--max-running-requests' if sglang else '--max-num-seqs',
-        _positive_int('max_running_requests', spec.get('max_running_requests')))
-    if spec.get('cuda_graph_max_bs') is not None:
-        if not sglang:
-            raise LaunchArgsError('cuda_graph_max_bs is an SGLang setting; pass vLLM options in extra_args')
-        add(cuda_graph_max_bs_flag(version, options), _positive_int('cuda_graph_max_bs', spec['cuda_graph_max_bs']))
+    argv = _server_args(spec, sglang)
+    argv += _cuda_graph_args(spec, sglang, version, options)
     if spec.get('trust_remote_code'):
         argv.append('--trust-remote-code')
     if spec.get('enable_metrics') and sglang:
         argv.append('--enable-metrics')
-
-    spec_dec = spec.get('speculative') or {}
-    algorithm = spec_dec.get('algorithm')
-    if algorithm:
-        draft = spec_dec.get('draft_model_path')
-        if not draft and str(algorithm).upper() not in ('NGRAM', 'NEXTN'):
-            raise LaunchArgsError('speculative algorithm %s needs a drafter: set speculative draft_model_path'
-                                  % algorithm)
-        settings = speculative_settings(spec_dec.get('depth'), spec_dec.get('num_steps'),
-                                        spec_dec.get('eagle_topk'), spec_dec.get('num_draft_tokens'))
-        if sglang:
-            choices = algorithm_choices(version) if options is None else None
-            if choices is not None and algorithm not in choices:
-                raise LaunchArgsError('SGLang %s accepts --speculative-algorithm %s, not %r'
-                                      % (version, '|'.join(choices), algorithm))
-            add('--speculative-algorithm', algorithm)
-            add('--speculative-draft-model-path', draft)
-            add('--speculative-num-steps', settings['num_steps'])
-            add('--speculative-eagle-topk', settings['eagle_topk'])
-            add('--speculative-num-draft-tokens', settings['num_draft_tokens'])
-        else:
-            add('--speculative-config', vllm_speculative_config(algorithm, draft, settings))
-    elif any(spec_dec.get(key) is not None for key in ('depth', 'num_steps', 'eagle_topk', 'num_draft_tokens')):
-        raise LaunchArgsError('speculative depth/steps are set but no speculative algorithm (e.g. EAGLE3)')
-
-    argv.extend(extra_args_list(spec.get('extra_args')))
+    argv += _speculative_args(spec.get('speculative') or {}, sglang, version, options)
+    argv += extra_args_list(spec.get('extra_args'))
     if '--num-speculative-tokens' in argv and sglang:
         raise LaunchArgsError('--num-speculative-tokens is a vLLM flag; SGLang has no such flag: '
                               'set a speculative depth instead')
@@ -286,23 +263,128 @@ def build_argv(spec, version=None, options=None):
     return argv
 
 
-# An option line of argparse's help: two or more spaces, then the option strings
-# ("-h, --help", "--model-path MODEL_PATH, --model MODEL_PATH", "--x {a,b}"), then two
-# spaces or the end of the line before the description.
-_OPTION_LINE = re.compile(r'^ {2,}(-[^ ].*?)(?: {2,}|$)')
-_OPTION = re.compile(r'^(--?[A-Za-z0-9][\w.-]*)(?:[ =](\{[^}]*\}|\S+))?')
+def _check_spec(spec):
+    """The engine of ``spec``, after the checks that do not depend on it."""
+    engine = spec.get('engine') or 'sglang'
+    if engine not in ENGINES:
+        raise LaunchArgsError('engine must be one of %s, got %r' % (', '.join(ENGINES), engine))
+    if not spec.get('model_path'):
+        raise LaunchArgsError('model_path is required')
+    if 'api_key' in spec:
+        raise LaunchArgsError('api_key does not belong in the argv: it reaches the server through the '
+                              'environment file and the launcher shim, never a visible command line')
+    return engine
 
 
+def _pairs(*pairs):
+    """``[flag, value, ...]`` for the pairs whose value is set."""
+    argv = []
+    for flag, value in pairs:
+        if value is not None and value != '':
+            argv.extend([flag, _flag_value(value)])
+    return argv
+
+
+def _fraction(name, value):
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise LaunchArgsError('%s must be a number, got %r' % (name, value))
+    if not 0 < value < 1:
+        raise LaunchArgsError('%s must be between 0 and 1, got %s' % (name, value))
+    return value
+
+
+def _server_args(spec, sglang):
+    """Model, name, parallelism, address and memory flags (each engine's spelling)."""
+    return _pairs(
+        ('--model-path' if sglang else '--model', spec['model_path']),
+        ('--served-model-name', spec.get('served_model_name')),
+        ('--tp-size' if sglang else '--tensor-parallel-size', _positive_int('tp_size', spec.get('tp_size'))),
+        ('--host', spec.get('host')),
+        ('--port', _positive_int('port', spec.get('port'))),
+        ('--mem-fraction-static' if sglang else '--gpu-memory-utilization',
+         _fraction('mem_fraction_static', spec.get('mem_fraction_static'))),
+        ('--max-running-requests' if sglang else '--max-num-seqs',
+         _positive_int('max_running_requests', spec.get('max_running_requests'))),
+    )
+
+
+def _cuda_graph_args(spec, sglang, version, options):
+    if spec.get('cuda_graph_max_bs') is None:
+        return []
+    if not sglang:
+        raise LaunchArgsError('cuda_graph_max_bs is an SGLang setting; pass vLLM options in extra_args')
+    return _pairs((cuda_graph_max_bs_flag(version, options),
+                   _positive_int('cuda_graph_max_bs', spec['cuda_graph_max_bs'])))
+
+
+def _speculative_args(spec_dec, sglang, version, options):
+    algorithm = spec_dec.get('algorithm')
+    if not algorithm:
+        if any(spec_dec.get(key) is not None for key in ('depth', 'num_steps', 'eagle_topk', 'num_draft_tokens')):
+            raise LaunchArgsError('speculative depth/steps are set but no speculative algorithm (e.g. EAGLE3)')
+        return []
+    draft = spec_dec.get('draft_model_path')
+    if not draft and str(algorithm).upper() not in ('NGRAM', 'NEXTN'):
+        raise LaunchArgsError('speculative algorithm %s needs a drafter: set speculative draft_model_path'
+                              % algorithm)
+    settings = speculative_settings(spec_dec.get('depth'), spec_dec.get('num_steps'),
+                                    spec_dec.get('eagle_topk'), spec_dec.get('num_draft_tokens'))
+    if not sglang:
+        return _pairs(('--speculative-config', vllm_speculative_config(algorithm, draft, settings)))
+    choices = algorithm_choices(version) if options is None else None
+    if choices is not None and algorithm not in choices:
+        raise LaunchArgsError('SGLang %s accepts --speculative-algorithm %s, not %r'
+                              % (version, '|'.join(choices), algorithm))
+    return _pairs(('--speculative-algorithm', algorithm),
+                  ('--speculative-draft-model-path', draft),
+                  ('--speculative-num-steps', settings['num_steps']),
+                  ('--speculative-eagle-topk', settings['eagle_topk']),
+                  ('--speculative-num-draft-tokens', settings['num_draft_tokens']))
+
+
+# An option line of argparse's help: exactly two spaces (argparse indents every option
+# by two; wrapped descriptions, which may start with "--flag" or end in "--disable-"
+# where textwrap broke a word at a hyphen, are indented by far more), then the option
+# strings ("-h, --help", "--model-path MODEL_PATH, --model MODEL_PATH", "--x {a,b}"),
+# then two spaces or the end of the line before the description.
+_OPTION_LINE = re.compile(r'^ {2}(-[^ ].*?)(?: {2,}|$)')
+_OPTION = re.compile(r'^(--?[A-Za-z0-9][\w.-]*)(?:[ =](.*))?$')
 _USAGE_OPTION = re.compile(r'(?<![\w-])(-{1,2}[A-Za-z0-9][\w.-]*)(?:[ =](\{[^}]*\}|[A-Z][A-Z0-9_]*))?')
 
 
-def parse_help(text):
+def _value_shape(value):
+    """(nargs, choices) from what follows an option string in the help: ``None`` (a
+    switch), ``X`` (one value), ``[X]`` (?), ``[X ...]`` (*), ``X [X ...]`` (+),
+    ``{a,b}`` choices."""
+    if value is None:
+        return 0, None
+    value = value.strip()
+    nargs = None
+    if value.startswith('[') and value.endswith('...]'):
+        nargs, value = '*', value[1:].split(' ')[0]
+    elif value.startswith('['):
+        nargs, value = '?', value[1:-1]
+    elif value.endswith('...]'):
+        nargs, value = '+', value.split(' ')[0]
+    elif ' ' in value:
+        nargs, value = len(value.split(' ')), value.split(' ')[0]
+    choices = value[1:-1].split(',') if value.startswith('{') else None
+    return nargs, choices
+
+
+def parse_help(text, version=None, engine='sglang'):
     """The options of an argparse ``--help`` text.
 
-    Returns ``{option: {'takes_value': bool, 'choices': [..] or None}}`` for every
-    option string (aliases included). Both the usage (which lists every option: vLLM's
-    ``--help`` prints only the usage and its config group names) and the options section
-    are read.
+    Returns ``{option: {'takes_value': bool, 'choices': [..] or None}}`` for every option
+    string (aliases included), plus ``'nargs'`` (``'?'``, ``'*'``, ``'+'`` or a count)
+    where an option takes other than one value. Both the usage (which
+    lists every option: vLLM's ``--help`` prints only the usage and its config group
+    names) and the options section are read; ``version`` adds the SGLang options that
+    exist without help (``HIDDEN_OPTIONS``).
     """
     options = {}
     usage, in_usage = [], False
@@ -320,48 +402,104 @@ def parse_help(text):
         for part in match.group(1).split(', '):
             option = _OPTION.match(part.strip())
             if option:
-                _add_option(options, option.group(1), option.group(2))
+                _add_option(options, option.group(1), *_value_shape(option.group(2)))
     for flag, value in _USAGE_OPTION.findall(' '.join(usage)):
         if flag not in options:
-            _add_option(options, flag, value or None)
+            _add_option(options, flag, *_value_shape(value or None))
+    for flag in hidden_options(version, engine):
+        options.setdefault(flag, {'takes_value': True, 'choices': None})
     return options
 
 
-def _add_option(options, flag, value):
-    choices = value[1:-1].split(',') if value and value.startswith('{') else None
-    options[flag] = {'takes_value': value is not None, 'choices': choices}
+def _add_option(options, flag, nargs, choices):
+    options[flag] = {'takes_value': nargs != 0, 'choices': choices}
+    if nargs not in (0, None):
+        options[flag]['nargs'] = nargs
+
+
+_NEGATIVE_NUMBER = re.compile(r'^-\d+$|^-\d*\.\d+$')
+
+
+def _lookup(arg, options, where):
+    """(flag, inline value or None) of an option argument, as argparse resolves it:
+    exact, then ``--flag=value``, then a unique prefix; None for a value."""
+    if not arg.startswith('-') or arg == '-' or _NEGATIVE_NUMBER.match(arg):
+        return None
+    if arg in options:
+        return arg, None
+    flag, has_inline, inline = arg.partition('=')
+    if has_inline and flag in options:
+        return flag, inline
+    if arg.startswith('--'):
+        matches = sorted(o for o in options if o.startswith(flag))
+        if len(matches) > 1:
+            raise LaunchArgsError('ambiguous option: %s could match %s: %s rejects it (exit 2)'
+                                  % (flag, ', '.join(matches), where))
+        if matches:
+            return matches[0], inline if has_inline else None
+    if ' ' in arg:
+        return None
+    hint = difflib.get_close_matches(flag, sorted(options), n=1)
+    raise LaunchArgsError('unrecognized flag %s: %s does not accept it (not in its --help)%s'
+                          % (flag, where, '; did you mean %s?' % hint[0] if hint else ''))
 
 
 def check_argv(argv, options, version=None, engine='sglang'):
-    """Raise LaunchArgsError naming the first option of ``argv`` that the server whose
-    ``options`` (from ``parse_help``) are given would reject: an unknown flag (matched
-    exactly: argparse's prefix abbreviations are ambiguous across versions), a missing
-    value, or a value outside the option's choices."""
+    """Raise LaunchArgsError naming the first argument of ``argv`` that the server whose
+    ``options`` (from ``parse_help``) are given would reject, as its argparse parser does:
+    an unknown flag, an ambiguous abbreviation (a unique one is what argparse accepts),
+    a missing value, a value outside the option's choices, a stray value."""
     where = '%s %s' % (engine, version) if version else 'the installed %s' % engine
+    argv = [str(arg) for arg in argv]
     index = 0
     while index < len(argv):
-        arg = str(argv[index])
+        found = _lookup(argv[index], options, where)
+        if found is None:
+            raise LaunchArgsError('unrecognized argument %r: %s takes no positional arguments (a value '
+                                  'without its flag?)' % (argv[index], where))
+        flag, inline = found
         index += 1
-        if not arg.startswith('-') or re.match(r'^-\d', arg):
-            continue  # a value (launch_server takes no positional arguments)
-        flag, has_inline, inline = arg.partition('=')
-        if flag not in options:
-            hint = difflib.get_close_matches(flag, sorted(options), n=1)
-            raise LaunchArgsError('unrecognized flag %s: %s does not accept it (not in its --help)%s'
-                                  % (flag, where, '; did you mean %s?' % hint[0] if hint else ''))
-        if not options[flag].get('takes_value'):
-            continue
-        if has_inline:
-            value = inline
-        elif index < len(argv):
-            value = str(argv[index])
-            index += 1
+        option = options[flag]
+        nargs = option.get('nargs') if option.get('takes_value') else 0
+        if inline is not None:
+            if nargs == 0:
+                raise LaunchArgsError('flag %s takes no value, got %r' % (flag, inline))
+            values = [inline]
         else:
-            raise LaunchArgsError('flag %s needs a value' % flag)
-        choices = options[flag].get('choices')
-        if choices and value not in choices:
-            raise LaunchArgsError('invalid value %r for %s: %s accepts %s'
-                                  % (value, flag, where, ', '.join(choices)))
+            values = []
+            while index < len(argv) and _lookup_value(argv[index], options) and _wants_more(nargs, values):
+                values.append(argv[index])
+                index += 1
+            if not _enough(nargs, values):
+                raise LaunchArgsError('flag %s needs a value' % flag)
+        choices = option.get('choices')
+        for value in values:
+            if choices and value not in choices:
+                raise LaunchArgsError('invalid value %r for %s: %s accepts %s'
+                                      % (value, flag, where, ', '.join(choices)))
+    return True
+
+
+def _lookup_value(arg, options):
+    """Whether argparse would take ``arg`` as a value rather than an option."""
+    del options
+    return not arg.startswith('-') or arg == '-' or bool(_NEGATIVE_NUMBER.match(arg)) or (
+        ' ' in arg and not arg.startswith('--'))
+
+
+def _wants_more(nargs, values):
+    if nargs in (None, '?'):
+        return not values
+    if isinstance(nargs, int):
+        return len(values) < nargs
+    return True  # '*' and '+'
+
+
+def _enough(nargs, values):
+    if nargs is None or nargs == '+':
+        return len(values) >= 1
+    if isinstance(nargs, int):
+        return len(values) == nargs
     return True
 
 
@@ -441,6 +579,11 @@ def launch_command(python, argv, engine='sglang', shim=None):
     """The full command: ``python [shim] -m-module argv``. With a shim (the launcher that
     moves the API key from the environment into the server's argv) the module name is
     the shim's first argument; without one it is ``python -m module``."""
+    unknown = [str(arg) for arg in argv if str(arg).startswith(VERSION_DEPENDENT)]
+    if unknown:
+        raise LaunchArgsError('the launch argv was built without the server version, so %s is not known: '
+                              'build it with launch_argv(version=..., options=...) from sglang_launch_check'
+                              % unknown[0])
     module = SERVER_MODULES[engine]
     head = [python, shim, module] if shim else [python, '-m', module]
     return head + list(argv)

@@ -128,7 +128,11 @@ def main():
     if not version:
         module.fail_json(msg='%s is importable with %s but reports no version' % (engine, python))
     server_module = _sglang_args.SERVER_MODULES[engine]
-    options = _sglang_args.parse_help(run(['-m', server_module, '--help'], 'python -m %s --help' % server_module))
+    try:
+        options = _sglang_args.parse_help(run(['-m', server_module, '--help'], 'python -m %s --help' % server_module),
+                                          version=version, engine=engine)
+    except _sglang_args.LaunchArgsError as exc:
+        module.fail_json(msg='%s reports version %r: %s' % (engine, version, exc))
     if not options:
         module.fail_json(msg='python -m %s --help printed no options: cannot check flags' % server_module)
     result = dict(changed=False, version=version,

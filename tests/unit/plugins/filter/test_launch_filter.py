@@ -12,7 +12,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.serving.plugins.filter.launch import FilterModule
 
 FILTERS = FilterModule().filters()
-FILTER_DIR = os.path.join(os.path.dirname(__file__), '..', '..', 'plugins', 'filter')
+FILTER_DIR = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'plugins', 'filter')
 
 
 @pytest.mark.parametrize('name', sorted(FILTERS))

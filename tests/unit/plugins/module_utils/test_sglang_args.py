@@ -119,11 +119,15 @@ def test_cuda_graph_flag_follows_help_when_known():
     assert argv[-2:] == ['--cuda-graph-max-bs', '8']
 
 
-@pytest.mark.parametrize('version, accepted', [('0.5.11', False), ('0.5.23', True)])
-def test_algorithm_choices_per_version(version, accepted):
-    spec = {'model_path': 'm', 'speculative': {'algorithm': 'DFLASH', 'draft_model_path': 'd', 'depth': 5}}
+# Real 0.5.11 has fixed choices (DFLASH among them, upper case only); 0.5.12 on take any
+# string (tests/releases/fixtures).
+@pytest.mark.parametrize('version, algorithm, accepted', [
+    ('0.5.11', 'DFLASH', True), ('0.5.11', 'eagle3', False), ('0.5.12', 'eagle3', True),
+    ('0.5.17', 'DFLASH', True), ('0.5.23', 'DFLASH', True)])
+def test_algorithm_choices_per_version(version, algorithm, accepted):
+    spec = {'model_path': 'm', 'speculative': {'algorithm': algorithm, 'draft_model_path': 'd', 'depth': 5}}
     if accepted:
-        assert 'DFLASH' in a.build_argv(spec, version=version)
+        assert algorithm in a.build_argv(spec, version=version)
     else:
         with pytest.raises(a.LaunchArgsError, match='EAGLE\\|EAGLE3'):
             a.build_argv(spec, version=version)
@@ -180,7 +184,8 @@ def test_parse_help_of_a_real_argparse_parser():
 
 @pytest.mark.parametrize('argv, message', [
     (['--model-path', 'm', '--num-speculative-tokens', '16'], 'unrecognized flag --num-speculative-tokens'),
-    (['--model-path', 'm', '--cuda-graph-max-bs-dec', '8'], 'did you mean --cuda-graph-max-bs-decode'),
+    (['--model-path', 'm', '--cuda-graph-max-bs-decod3', '8'], 'did you mean --cuda-graph-max-bs-decode'),
+    (['--model-path', 'm', '--cuda-graph-max', '8'], 'ambiguous option: --cuda-graph-max could match'),
     (['--model-path', 'm', '--speculative-algorithm', 'MEDUSA'], "invalid value 'MEDUSA'"),
     (['--model-path', 'm', '--speculative-algorithm=MEDUSA'], "invalid value 'MEDUSA'"),
     (['--model-path'], 'needs a value'),
@@ -191,8 +196,13 @@ def test_check_argv_names_the_bad_flag(argv, message):
 
 
 def test_check_argv_values_that_look_like_flags():
+    # as argparse: a negative number is a value, a "--word" is an option (so the flag before
+    # it lacks its value), a unique prefix is the option it abbreviates
     options = a.parse_help(HELP_0_5_15)
-    assert a.check_argv(['--served-model-name', '--not-a-flag', '--enable-metrics', '--port', '-1'], options)
+    assert a.check_argv(['--served-model-name', 'x', '--enable-metrics', '--port', '-1'], options)
+    assert a.check_argv(['--model-path', 'm', '--cuda-graph-max-bs-dec', '8'], options)
+    with pytest.raises(a.LaunchArgsError, match='--served-model-name needs a value'):
+        a.check_argv(['--served-model-name', '--not-a-flag'], options)
 
 
 def test_build_argv_checks_against_help():
@@ -273,9 +283,16 @@ def test_launch_command_with_and_without_shim():
 
 
 @pytest.mark.parametrize('text, expected', [
-    ('0.5.15.post1', (0, 5, 15)), ('v0.5.23', (0, 5, 23)), ('1', (1, 0, 0)), ('dev', None), (None, None)])
+    ('0.5.15.post1', (0, 5, 15)), ('v0.5.23', (0, 5, 23)), ('1', (1, 0, 0)), ('0', (0, 0, 0)), (None, None)])
 def test_parse_version(text, expected):
     assert a.parse_version(text) == expected
+
+
+def test_unreadable_version_is_an_error_not_another_versions_rules():
+    # one parse_version (module_utils/_version.py) for every module: 'dev' used to read as
+    # "no version" here and as an error in _eagle3
+    with pytest.raises(a.LaunchArgsError, match="'dev' is not a version"):
+        a.build_argv({'model_path': 'm', 'cuda_graph_max_bs': 8}, version='dev')
 
 
 VLLM_STYLE_HELP = """usage: api_server.py [-h] [--headless] [--model MODEL]

@@ -12,7 +12,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.modules import sglang_launch_check
 
-SIM = os.path.join(os.path.dirname(__file__), '..', 'sim')
+SIM = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'sim')
 
 
 def run(capsys, **args):

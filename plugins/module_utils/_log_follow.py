@@ -178,5 +178,3 @@ class JournalFollower(object):
                 self._proc.wait()
             self._proc.stdout.close()
             self._proc = None
-
-

@@ -331,7 +331,7 @@ class ProcessWatch(object):
 
     def _unit_show(self):
         rc, out, dummy = self._run(['systemctl', 'show', self.unit, '-p', 'MainPID', '-p', 'ActiveState', '-p', 'SubState',
-                             '-p', 'ExecMainStatus', '-p', 'ExecMainCode', '-p', 'Result', '-p', 'LoadState'])
+                                    '-p', 'ExecMainStatus', '-p', 'ExecMainCode', '-p', 'Result', '-p', 'LoadState'])
         props = {}
         for line in out.splitlines():
             key, sep, value = line.partition('=')

@@ -154,7 +154,6 @@ def phase_rank(name):
     return PHASE_ORDER.index(name) if name in PHASE_ORDER else 0
 
 
-
 # --------------------------------------------------------------------------------------
 # Secrets. SGLang logs its server_args (``api_key='...'``, the repr: ``"a'b"`` when the
 # key holds a quote, ``'a\\'b"c'`` with escapes when it holds both), launchers echo

@@ -126,7 +126,6 @@ def probe_health(request, path, timeout):
     return result
 
 
-
 # --------------------------------------------------------------------------------------
 # The wait loop (one slice; the action plugin strings slices together)
 # --------------------------------------------------------------------------------------
@@ -340,5 +339,3 @@ class Waiter(object):
             if now >= end and self.fatal is None and not (prober.busy and now < end + self.request_timeout):
                 return STATUS_TIMEOUT if self.elapsed() >= self.timeout else STATUS_WAITING
             time.sleep(self.tick if self.fatal is not None else min(self.tick, max(0.0, end - now)))
-
-

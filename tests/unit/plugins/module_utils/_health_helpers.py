@@ -36,7 +36,6 @@ def scan(path):
     return phases, fatal
 
 
-
 def read_lines(path, count=None):
     with open(path, 'rb') as fh:
         lines = fh.read().decode('utf-8').split('\n')
@@ -52,13 +51,12 @@ def exceptions_of(lines):
 
 def unreachable_waiter(path):
     return wait.Waiter(open_url_request('http://127.0.0.1:%d' % free_port()), interval=0.1,
-                         log=log_follow.LogFollower(str(path)))
+                       log=log_follow.LogFollower(str(path)))
 
 
 def append(path, text, mode='a'):
     with open(path, mode) as fh:
         fh.write(text)
-
 
 
 def wait_for(predicate, timeout=10.0):

@@ -148,8 +148,6 @@ def test_outcomes_when_process_stays(spawn, status, signals, outcome):
 # ------------------------------------------------------------------ process watch
 
 
-
-
 @pytest.mark.parametrize('code, exit_code', [
     ('raise SystemExit(3)', 3),
     ('import os, signal; os.kill(os.getpid(), signal.SIGKILL)', -9),
@@ -189,8 +187,6 @@ def test_process_watch_notices_pid_reuse(tmp_path):
     assert watch.check() is None
     write_stat(2000)
     assert 'belongs to another process' in watch.check()['detail']
-
-
 
 
 def test_process_watch_systemd_unit_gets_the_exit_code_from_systemd(python_child):

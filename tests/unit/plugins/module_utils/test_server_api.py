@@ -66,9 +66,9 @@ def test_sglang_gauge_at_zero_means_no_data():
 
 def test_vllm_counter_deltas():
     before = server_api.parse_prometheus('vllm:spec_decode_num_drafts_total{model_name="m"} 10.0\n'
-                                     'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 5.0\n')
+                                         'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 5.0\n')
     after = server_api.parse_prometheus('vllm:spec_decode_num_drafts_total{model_name="m"} 30.0\n'
-                                    'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 45.0\n')
+                                        'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 45.0\n')
     value, source = server_api.accept_length_from_metrics_with_source(before, after)
     assert value == 3.0 and source.startswith('metrics:vllm:')
     assert server_api.speculative_enabled({'engine': 'vllm'}, after) is True
@@ -91,6 +91,6 @@ def test_smoke_request(server, kind, answer, ok, tokens, text):
 
 def test_accept_length_message_points_at_the_drafter():
     text = server_api.accept_length_message(1.016, 1.5, 'generate:meta_info',
-                                        {'speculative_algorithm': 'EAGLE3', 'speculative_depth': 5})
+                                            {'speculative_algorithm': 'EAGLE3', 'speculative_depth': 5})
     assert text.startswith('the drafter is not being accepted: accept length 1.02 < floor 1.50 (EAGLE3, depth 5')
     assert 'wrong layer names or missing lm_head' in text and 'drafter_checkpoint' in text

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 
@@ -84,8 +83,6 @@ def test_default_fatal_patterns(line, fatal):
     assert (startup_log.find_fatal(line, compiled) is not None) is fatal
 
 
-
-
 def test_vllm_crash_exceptions_root_cause_first_then_its_wrappers():
     tracker = exceptions_of(read_lines(VLLM_CRASH))
     assert tracker.exceptions[0].startswith(VLLM_ROOT_CAUSE)
@@ -150,8 +147,6 @@ def test_genuine_vllm_eager_start_has_no_compile_phase():
     phases, fatal = scan(VLLM_EAGER_START)
     assert phases == ['distributed_init', 'load_weights', 'kv_cache', 'http_server']
     assert fatal == []
-
-
 
 
 def test_genuine_sglang_h200_start_timeline(tmp_path):

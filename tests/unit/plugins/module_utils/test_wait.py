@@ -75,8 +75,6 @@ def test_describe_probe(probe, text):
     assert wait.describe_probe(probe) == text
 
 
-
-
 def test_waiter_ready_after_warmup_503s(server):
     server.routes['/health'] = health_timeline((0, 503), (0.4, 200))
     waiter = make_waiter(server)

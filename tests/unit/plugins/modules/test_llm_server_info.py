@@ -102,7 +102,9 @@ def test_api_key_is_sent_as_bearer_and_never_shown(serve, capsys):
 def test_a_refused_key_is_reported_with_the_variable_to_set(serve, capsys, warnings, status):
     """Issue 23 item 6: without the key the status said healthy=True with empty version and depth."""
     routes = sglang_routes()
-    unauthorized = lambda method, body: (status, {'error': 'Unauthorized'})  # noqa: E731
+
+    def unauthorized(method, body):
+        return status, {'error': 'Unauthorized'}
     routes.update({'/server_info': unauthorized, '/get_server_info': unauthorized, '/v1/models': unauthorized})
     server = serve(routes)
     result, dummy = run_module(capsys, url=server.url)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.llmops.serving.plugins.module_utils._version import ENGINES, parse_version  # noqa: F401
+from ansible_collections.llmops.serving.plugins.module_utils._version import ENGINES
 LAYOUTS = ('auto', 'midlayer', 'layers')
 EAGLE3_ARCHITECTURE = 'LlamaForCausalLMEagle3'
 # Architectures each engine builds the EAGLE-3 drafter class for. vLLM builds

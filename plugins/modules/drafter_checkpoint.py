@@ -270,6 +270,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import _eagle3
 from ansible_collections.llmops.serving.plugins.module_utils import _safetensors
+from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
 
 INDEX_NAME = 'model.safetensors.index.json'
 RENAMES_SHOWN = 10
@@ -399,7 +400,7 @@ class Drafter:
         self.p = params
         self.check_mode = check_mode
         try:
-            self.rules = _eagle3.Rules(params['engine'], _eagle3.parse_version(params.get('engine_version')))
+            self.rules = _eagle3.Rules(params['engine'], parse_version(params.get('engine_version')))
         except ValueError as exc:
             raise DrafterError(str(exc))
         for rule in params.get('rename') or ():

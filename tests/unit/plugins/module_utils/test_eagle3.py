@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import _eagle3 as e
+from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
 from ansible_collections.llmops.serving.tests.unit._drafter_factory import drafter_config, drafter_tensors
 
 
@@ -16,7 +17,7 @@ def tensor_map(config, spelling='layers', prefix='', drop=(), extra=None):
 
 
 def problems(tensors, config, engine='sglang', version=None, layout='auto'):
-    return e.find_problems(tensors, config, 'd/config.json', e.Rules(engine, e.parse_version(version)),
+    return e.find_problems(tensors, config, 'd/config.json', e.Rules(engine, parse_version(version)),
                            'd', layout)
 
 
@@ -25,12 +26,12 @@ def problems(tensors, config, engine='sglang', version=None, layout='auto'):
     ('0.6', (0, 6, 0)), (None, None), ('', None),
 ])
 def test_parse_version(text, expected):
-    assert e.parse_version(text) == expected
+    assert parse_version(text) == expected
 
 
 def test_parse_version_rejects_garbage():
     with pytest.raises(ValueError, match='not a version'):
-        e.parse_version('latest')
+        parse_version('latest')
 
 
 @pytest.mark.parametrize('engine, version, loads_layers, max_layers, strict', [
@@ -42,7 +43,7 @@ def test_parse_version_rejects_garbage():
     ('vllm', '0.32.0', True, None, True),
 ])
 def test_rules(engine, version, loads_layers, max_layers, strict):
-    rules = e.Rules(engine, e.parse_version(version))
+    rules = e.Rules(engine, parse_version(version))
     assert (rules.loads_layers_names, rules.max_layers, rules.strict) == (loads_layers, max_layers, strict)
 
 
@@ -80,7 +81,7 @@ def test_detect_layout(names, layout):
 def test_plan_renames_layout(spelling, layers, engine, version, layout, renamed, after):
     config = drafter_config(layers=layers)
     names = list(drafter_tensors(config, spelling))
-    mapping, layout_after = e.plan_renames(names, config, e.Rules(engine, e.parse_version(version)), layout)
+    mapping, layout_after = e.plan_renames(names, config, e.Rules(engine, parse_version(version)), layout)
     assert (len(mapping), layout_after) == (renamed, after)
     assert all(old.split('.')[-1] == new.split('.')[-1] for old, new in mapping.items())
 

@@ -1,0 +1,249 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/monitoring.yml against the test fleet, with Debian's real Prometheus started by the
+test on this machine (free port, temporary data directory) reading the targets and rules the role
+wrote, scraping the SGLang simulators that playbooks/deploy.yml started on ns1-ns3.
+
+Shows: every target is up with the inventory's labels and the version read from the server; the
+simulator's SGLANG_SIM_QUALITY_FILE dropping ns1's acceptance length below its floor makes
+LlmopsSpecAcceptLengthBelowFloor fire (times measured and printed), removing it resolves the alert;
+a stopped server (ns3) fires LlmopsSGLangServerDown while its group still has ready servers.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SIM = os.path.join(ROOT, 'tests', 'sim')
+NS = ['ns1', 'ns2', 'ns3']
+API_KEY = 'sk-llmops-monitoring-5e4d3c2b'
+QUALITY_FILE = '/run/llmops-sim-quality'  # /run is private to each fleet host
+FLOOR = 1.5
+# Short windows so that the test takes seconds; the defaults are minutes.
+INTERVAL = 1        # scrape and evaluation interval (s)
+WINDOW = 10         # serving_monitoring_accept_length_window (s)
+FOR = 8             # serving_monitoring_accept_length_for and serving_monitoring_down_for (s)
+
+
+def fleet_vars():
+    return {
+        'llmops_hosts': 'fleet_ns',
+        'llmops_simulator': True,
+        'llmops_simulated_gpus': 8,
+        'llmops_simulator_dir': SIM,
+        'llmops_simulator_checkpoints': '/srv/llmops/checkpoints',
+        'sglang_server_python': '/usr/bin/python3',
+        'sglang_server_host': '0.0.0.0',
+        'sglang_server_model_path': '/srv/llmops/checkpoints/target',
+        'sglang_server_speculative_draft_model_path': '/srv/llmops/checkpoints/drafter',
+        'sglang_server_speculative_depth': 5,
+        'sglang_server_min_accept_length': FLOOR,
+        'sglang_server_served_model_name': 'tiny-llama',
+        'sglang_server_api_key': API_KEY,
+        'sglang_server_health_interval': 1,
+        'sglang_server_health_timeout': 120,
+        'sglang_server_env': {'PYTHONPATH': SIM, 'NVSIM_STATE_DIR': '/run/llmops-nvsim', 'SGLANG_SIM_SPEED': '0.05',
+                              'SGLANG_SIM_QUALITY_FILE': QUALITY_FILE},
+        'gpu_preflight_nvidia_smi_path': os.path.join(SIM, 'nvidia-smi'),
+        'gpu_preflight_environment': {'NVSIM_STATE_DIR': '/run/llmops-nvsim'},
+        'gpu_preflight_wait_timeout': 20,
+    }
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def get_json(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def poll(predicate, timeout, what, interval=0.2):
+    """Poll ``predicate`` until it returns a true value; return (value, wall-clock time it was seen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value, time.time()
+        if time.monotonic() > deadline:
+            raise AssertionError('timed out after %.0f s waiting for %s' % (timeout, what))
+        time.sleep(interval)
+
+
+class Prometheus:
+    """Debian's prometheus binary on a free port with a temporary data directory."""
+
+    def __init__(self, directory, targets, rules):
+        self.port = free_port()
+        self.url = 'http://127.0.0.1:%d' % self.port
+        config = os.path.join(directory, 'prometheus.yml')
+        with open(config, 'w', encoding='utf-8') as f:
+            json.dump({'global': {'scrape_interval': '%ds' % INTERVAL, 'evaluation_interval': '%ds' % INTERVAL,
+                                  'scrape_timeout': '%ds' % INTERVAL},
+                       'rule_files': [rules],
+                       'scrape_configs': [{'job_name': 'llmops-sglang', 'file_sd_configs': [{'files': [targets]}]}]}, f)
+        self.log = open(os.path.join(directory, 'prometheus.log'), 'w', encoding='utf-8')
+        self.proc = subprocess.Popen(
+            ['prometheus', '--config.file=' + config, '--storage.tsdb.path=' + os.path.join(directory, 'data'),
+             '--web.listen-address=127.0.0.1:%d' % self.port, '--storage.tsdb.retention.time=1h'],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        poll(self.ready, 60, 'Prometheus to be ready')
+
+    def ready(self):
+        assert self.proc.poll() is None, 'prometheus exited: see %s' % self.log.name
+        try:
+            with urllib.request.urlopen(self.url + '/-/ready', timeout=2) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    def api(self, path, **params):
+        url = self.url + '/api/v1/' + path + ('?' + urllib.parse.urlencode(params) if params else '')
+        body = get_json(url)
+        assert body['status'] == 'success', body
+        return body['data']
+
+    def alerts(self, name, state='firing'):
+        return {a['labels'].get('host', ''): a for a in self.api('alerts')['alerts']
+                if a['labels']['alertname'] == name and a['state'] == state}
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class Traffic(threading.Thread):
+    """Keeps every server busy with small /generate requests (about ten a second each) until stopped."""
+
+    def __init__(self, addresses):
+        super().__init__(daemon=True)
+        self.addresses, self.halt = addresses, threading.Event()
+
+    def run(self):
+        body = json.dumps({'text': 'monitoring test', 'sampling_params': {'max_new_tokens': 32}}).encode()
+        while not self.halt.is_set():
+            for address in self.addresses:
+                req = urllib.request.Request('http://%s:30000/generate' % address, data=body, headers={
+                    'Content-Type': 'application/json', 'Authorization': 'Bearer ' + API_KEY})
+                try:
+                    with urllib.request.urlopen(req, timeout=10) as resp:
+                        resp.read()
+                except OSError:
+                    continue  # a stopped server refuses: keep the others busy
+            self.halt.wait(0.1)
+
+    def stop(self):
+        self.halt.set()
+        self.join(30)
+
+
+@pytest.fixture
+def monitored(clean_fleet, run_playbook, prepare_simulator, tmp_path):
+    """ns1-ns3 serving (simulator), the role's files in tmp_path/llmops, a Prometheus reading them, traffic."""
+    fleet = clean_fleet
+    prepare_simulator(extra_vars=fleet_vars())
+    run_playbook('playbooks/deploy.yml', extra_vars=fleet_vars(), expect_rc=0, timeout=600)
+    out = str(tmp_path / 'llmops')
+    monitoring = dict(fleet_vars(), serving_monitoring_dir=out, serving_monitoring_group='fleet_ns',
+                      serving_monitoring_validate=True, serving_monitoring_accept_length_window='%ds' % WINDOW,
+                      serving_monitoring_accept_length_for='%ds' % FOR, serving_monitoring_down_for='%ds' % FOR,
+                      serving_monitoring_no_ready_for='%ds' % FOR)
+    del monitoring['llmops_hosts']  # the monitoring play runs on localhost
+    result = run_playbook('playbooks/monitoring.yml', extra_vars=monitoring, expect_rc=0)
+    assert API_KEY not in result.stdout + result.stderr
+    prometheus = Prometheus(str(tmp_path), os.path.join(out, 'llmops-sglang-targets.json'),
+                            os.path.join(out, 'llmops-sglang.rules.yml'))
+    traffic = Traffic([fleet.hosts[h]['address'] for h in NS])
+    traffic.start()
+    try:
+        yield fleet, prometheus, run_playbook
+    finally:
+        traffic.stop()
+        prometheus.stop()
+
+
+def active_at(alert):
+    """Wall-clock time at which Prometheus first saw the alert's condition (it then was pending)."""
+    stamp = re.sub(r'(\.\d{6})\d*', r'\1', alert['activeAt']).replace('Z', '+00:00')
+    return datetime.datetime.fromisoformat(stamp).timestamp()
+
+
+def accept_length(prometheus, host):
+    result = prometheus.api('query', query='llmops:sglang_spec_accept_length:ratio_rate{host="%s"}' % host)['result']
+    return float(result[0]['value'][1]) if result else None
+
+
+def test_prometheus_alerts_on_the_fleet(monitored):
+    fleet, prometheus, run_playbook = monitored
+
+    def all_up():
+        targets = prometheus.api('targets')['activeTargets']
+        return targets if len(targets) == 3 and all(t['health'] == 'up' for t in targets) else None
+
+    targets, _ = poll(all_up, 60, 'three targets up')
+    by_host = {t['labels']['host']: t for t in targets}
+    assert sorted(by_host) == NS
+    for host in NS:
+        labels = by_host[host]['labels']
+        assert labels['instance'] == '%s:30000' % fleet.hosts[host]['address']
+        assert {k: labels[k] for k in ('llmops', 'server', 'model', 'served_model_name', 'engine', 'version', 'depth',
+                                       'replica_group', 'min_accept_length')} == {
+            'llmops': 'sglang_server', 'server': 'main', 'model': '/srv/llmops/checkpoints/target',
+            'served_model_name': 'tiny-llama', 'engine': 'sglang', 'version': '0.5.15.post1', 'depth': '5',
+            'replica_group': 'tiny-llama', 'min_accept_length': str(FLOOR)}
+
+    # ns1 serves above its floor before the knob turns
+    healthy = poll(lambda: (accept_length(prometheus, 'ns1') or 0) > FLOOR + 1 and accept_length(prometheus, 'ns1'),
+                   60, 'ns1 acceptance measured')[0]
+    assert not prometheus.alerts('LlmopsSpecAcceptLengthBelowFloor', 'pending')
+
+    fleet.ssh('ns1', 'echo random > %s' % QUALITY_FILE)
+    turned = time.time()
+    alert, fired = poll(lambda: prometheus.alerts('LlmopsSpecAcceptLengthBelowFloor').get('ns1'),
+                        WINDOW + FOR + 30, 'the acceptance alert to fire')
+    pending = active_at(alert)
+    print('\nns1 acceptance %.2f (floor %.1f); knob turned: below the floor (alert pending) after %.1f s (window %d s), '
+          'firing seen %.1f s after pending (for: %d s, scrape and evaluation interval %d s), %.1f s after the knob'
+          % (healthy, FLOOR, pending - turned, WINDOW, fired - pending, FOR, INTERVAL, fired - turned))
+    # for: plus one scrape interval, plus one evaluation and this test's polling (0.2 s) on a loaded machine
+    assert FOR <= fired - pending <= FOR + 2 * INTERVAL + 2
+    assert alert['labels']['severity'] == 'warning' and alert['labels']['min_accept_length'] == str(FLOOR)
+    assert float(alert['value']) < FLOOR
+    assert set(prometheus.alerts('LlmopsSpecAcceptLengthBelowFloor')) == {'ns1'}
+
+    fleet.ssh('ns1', 'rm %s' % QUALITY_FILE)
+    restored = time.time()
+    _, resolved = poll(lambda: 'ns1' not in prometheus.alerts('LlmopsSpecAcceptLengthBelowFloor', 'firing'),
+                       WINDOW + 30, 'the acceptance alert to resolve')
+    print('restored: alert resolved %.1f s after the knob was removed' % (resolved - restored))
+    assert (accept_length(prometheus, 'ns1') or 0) >= FLOOR
+
+    run_playbook('playbooks/stop.yml', extra_vars=dict(fleet_vars(), llmops_hosts='ns3'), expect_rc=0)
+    alert, down = poll(lambda: prometheus.alerts('LlmopsSGLangServerDown').get('ns3'), FOR + 30, 'ns3 down')
+    print('ns3 stopped: LlmopsSGLangServerDown firing seen %.1f s after its first failed scrape (for: %d s)'
+          % (down - active_at(alert), FOR))
+    assert FOR <= down - active_at(alert) <= FOR + 2 * INTERVAL + 2
+    assert alert['labels']['severity'] == 'critical'
+    assert set(prometheus.alerts('LlmopsSGLangServerDown')) == {'ns3'}
+    assert not prometheus.alerts('LlmopsSGLangNoReadyServer', 'pending')
+    assert not prometheus.alerts('LlmopsSGLangNoReadyServer')

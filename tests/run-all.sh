@@ -18,7 +18,7 @@ declare -A result
 failed=0
 
 stage_unit() {
-  python -m pytest -q -p no:cacheprovider tests/unit tests/sim
+  python -m pytest -q -p no:cacheprovider tests/unit tests/sim tests/releases
 }
 
 # ansible-test must run from .../ansible_collections/<ns>/<name>/: sanity runs on a copy

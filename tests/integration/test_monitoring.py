@@ -200,7 +200,7 @@ def test_prometheus_alerts_on_the_fleet(monitored):
         targets = prometheus.api('targets')['activeTargets']
         return targets if len(targets) == 3 and all(t['health'] == 'up' for t in targets) else None
 
-    targets, _ = poll(all_up, 60, 'three targets up')
+    targets = poll(all_up, 60, 'three targets up')[0]
     by_host = {t['labels']['host']: t for t in targets}
     assert sorted(by_host) == NS
     for host in NS:
@@ -233,8 +233,8 @@ def test_prometheus_alerts_on_the_fleet(monitored):
 
     fleet.ssh('ns1', 'rm %s' % QUALITY_FILE)
     restored = time.time()
-    _, resolved = poll(lambda: 'ns1' not in prometheus.alerts('LlmopsSpecAcceptLengthBelowFloor', 'firing'),
-                       WINDOW + 30, 'the acceptance alert to resolve')
+    resolved = poll(lambda: 'ns1' not in prometheus.alerts('LlmopsSpecAcceptLengthBelowFloor', 'firing'),
+                    WINDOW + 30, 'the acceptance alert to resolve')[1]
     print('restored: alert resolved %.1f s after the knob was removed' % (resolved - restored))
     assert (accept_length(prometheus, 'ns1') or 0) >= FLOOR
 

@@ -140,7 +140,7 @@ def recorded_families():
         if os.path.exists(path):
             for line in open(path, encoding='utf-8'):
                 if line.startswith('# TYPE '):
-                    _, _, name, kind = line.split()
+                    name, kind = line.split()[2:4]
                     families[name] = kind
     return families
 

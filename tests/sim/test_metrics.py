@@ -25,19 +25,20 @@ MONITORED = ('sglang:generation_tokens_total', 'sglang:spec_verify_calls_total',
 
 
 def parse(text):
-    """({family: type}, {sample name: set of label-name tuples}, {sample name + labels: value})."""
+    """{'types': {family: type}, 'labels': {sample name: set of label-name tuples},
+    'values': {sample name + labels: value}}."""
     types, labels, values = {}, {}, {}
     for line in text.splitlines():
         if line.startswith('# TYPE '):
-            _, _, name, kind = line.split()
+            name, kind = line.split()[2:4]
             types[name] = kind
             continue
         match = SAMPLE.match(line)
         if match:
             pairs = re.findall(r'(\w+)="([^"]*)"', match.group('labels'))
-            labels.setdefault(match.group('name'), set()).add(tuple(k for k, _ in pairs))
+            labels.setdefault(match.group('name'), set()).add(tuple(pair[0] for pair in pairs))
             values[match.group('name') + '{' + match.group('labels') + '}'] = float(match.group('value'))
-    return types, labels, values
+    return {'types': types, 'labels': labels, 'values': values}
 
 
 def recorded(run='eagle3-good-mid'):
@@ -55,8 +56,8 @@ def test_names_types_and_labels_match_the_recording(start_sim, tmp_path):
     sim = start_sim('--speculative-draft-model-path', make_drafter(str(tmp_path / 'd')), *SPEC)
     assert sim.post('/generate', {'text': 'a b c', 'sampling_params': {'max_new_tokens': 16}})[0] == 200
     assert sim.post('/generate', {'text': 'a b c', 'stream': True, 'sampling_params': {'max_new_tokens': 16}})[0] == 200
-    types, labels, _ = parse(sim.get('/metrics')[1].decode())
-    rec_types, rec_labels, _ = recorded()
+    ours, rec = parse(sim.get('/metrics')[1].decode()), recorded()
+    types, labels, rec_types, rec_labels = ours['types'], ours['labels'], rec['types'], rec['labels']
     assert set(MONITORED) <= set(types)
     for family, kind in types.items():
         source = NOT_RECORDED.get(family, family)
@@ -82,10 +83,9 @@ def test_counters_move_when_requests_finish_as_recorded(start_sim, tmp_path):
     """After start-up (8 health checks and one 8-token warm-up on the H200) the recording counted one
     request, 8 generated tokens, and a TTFT equal to the end-to-end latency (not streamed)."""
     sim = start_sim('--speculative-draft-model-path', make_drafter(str(tmp_path / 'd'), quality='perfect'), *SPEC)
-    for _ in range(3):
-        assert sim.get('/health')[0] == 200
-    _, _, values = parse(sim.get('/metrics')[1].decode())
-    _, _, rec = recorded()
+    assert [sim.get('/health')[0] for attempt in range(3)] == [200, 200, 200]
+    values = parse(sim.get('/metrics')[1].decode())['values']
+    rec = recorded()['values']
     for name in ('sglang:num_requests_total', 'sglang:generation_tokens_total', 'sglang:spec_verify_calls_total',
                  'sglang:time_to_first_token_seconds_count', 'sglang:e2e_request_latency_seconds_count'):
         assert value(values, name) == value(rec, name), name
@@ -93,7 +93,7 @@ def test_counters_move_when_requests_finish_as_recorded(start_sim, tmp_path):
     assert not any(k.startswith('sglang:inter_token_latency_seconds') for k in values)
     # a streamed request: one TTFT, then one inter-token observation per token after the first
     assert sim.post('/generate', {'text': 'a', 'stream': True, 'sampling_params': {'max_new_tokens': 9}})[0] == 200
-    _, _, values = parse(sim.get('/metrics')[1].decode())
+    values = parse(sim.get('/metrics')[1].decode())['values']
     assert value(values, 'sglang:inter_token_latency_seconds_count') == 8
     assert value(values, 'sglang:time_to_first_token_seconds_count') == 2
 
@@ -111,13 +111,13 @@ def test_quality_file_changes_the_acceptance_of_a_running_server(start_sim, tmp_
     knob.write_text('random\n')
     low = accept_length(sim)
     assert low < 1.1
-    _, _, values = parse(sim.get('/metrics')[1].decode())
+    values = parse(sim.get('/metrics')[1].decode())['values']
     before = (value(values, 'sglang:generation_tokens_total'), value(values, 'sglang:spec_verify_calls_total'))
     knob.write_text('0.5')
     middle = accept_length(sim, 256)
     assert 1.5 < middle < 2.5  # E(5) at q = 0.5 is 1.92
     knob.unlink()
     assert accept_length(sim) > 4.5
-    _, _, values = parse(sim.get('/metrics')[1].decode())
+    values = parse(sim.get('/metrics')[1].decode())['values']
     after = (value(values, 'sglang:generation_tokens_total'), value(values, 'sglang:spec_verify_calls_total'))
     assert after[0] > before[0] and after[1] > before[1]

@@ -20,3 +20,9 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# The prometheus package starts its daemon on port 9090 and enables it at boot: the tests start
+# their own on free ports, and the systemd test host (an overlay of /) would boot it too.
+if [[ " ${need[*]} " == *" prometheus "* ]]; then
+  invoke-rc.d prometheus stop >/dev/null 2>&1 || true
+  DPKG_MAINTSCRIPT_PACKAGE=prometheus deb-systemd-helper disable prometheus.service
+fi

@@ -55,6 +55,17 @@ HIDDEN_OPTIONS = {
     '--speculative-dflash-draft-window-size': ((0, 5, 13), (0, 5, 19)),
 }
 
+# Flags whose value is a secret, which on a command line is readable by every user
+# (/proc/<pid>/cmdline, ps, the unit file): refused in extra_args. Each with the shortest
+# abbreviation argparse resolves to it (SGLang 0.5.11-0.5.23, tests/releases/fixtures;
+# --ssl-keyfile alone is another flag) and what to do instead.
+SECRET_FLAGS = {
+    '--api-key': ('--ap', 'set sglang_server_api_key instead: it reaches the server through the '
+                          'launcher, never a command line'),
+    '--admin-api-key': ('--ad', 'the role does not pass an admin key'),
+    '--ssl-keyfile-password': ('--ssl-keyfile-', 'use a key file without a password'),
+}
+
 # An argv item that stands for a flag whose spelling depends on the server version; an
 # argv holding one is a preview and never becomes a command (launch_command refuses it).
 VERSION_DEPENDENT = '<version-dependent: '
@@ -231,6 +242,17 @@ def extra_args_list(extra_args):
     return argv
 
 
+def _refuse_secrets(argv):
+    """Raise LaunchArgsError (naming the flag, never its value) for a secret flag in
+    ``argv``, spelled out, abbreviated, with ``=value`` or with underscores."""
+    for arg in argv:
+        name = arg.split('=', 1)[0].replace('_', '-')
+        for flag, (shortest, instead) in SECRET_FLAGS.items():
+            if name.startswith(shortest) and flag.startswith(name):
+                raise LaunchArgsError('extra_args holds %s, a secret that would be readable on the '
+                                      'command line by every user: %s' % (flag, instead))
+
+
 def build_argv(spec, version=None, options=None):
     """The server's arguments (after ``python -m <module>``) for a launch ``spec``.
 
@@ -254,7 +276,9 @@ def build_argv(spec, version=None, options=None):
     if spec.get('enable_metrics') and sglang:
         argv.append('--enable-metrics')
     argv += _speculative_args(spec.get('speculative') or {}, sglang, version, options)
-    argv += extra_args_list(spec.get('extra_args'))
+    extra = extra_args_list(spec.get('extra_args'))
+    _refuse_secrets(extra)
+    argv += extra
     if '--num-speculative-tokens' in argv and sglang:
         raise LaunchArgsError('--num-speculative-tokens is a vLLM flag; SGLang has no such flag: '
                               'set a speculative depth instead')

@@ -471,7 +471,7 @@ class Drafter:
         tensors = found.tensors
         if p['fix']:
             plan = Plan(*_eagle3.plan_renames(list(tensors), found.config or {}, self.rules,
-                                               p['layout'], p['rename']))
+                                              p['layout'], p['rename']))
         else:
             plan = Plan({}, _eagle3.detect_layout(tensors))
         origin = {}

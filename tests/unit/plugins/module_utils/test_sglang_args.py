@@ -149,6 +149,24 @@ def test_bad_specs_rejected(spec, message):
         a.build_argv(spec)
 
 
+@pytest.mark.parametrize('extra, flag', [
+    (['--api-key', 'hunter2'], '--api-key'), (['--api-key=hunter2'], '--api-key'), (['--api-k', 'hunter2'], '--api-key'),
+    (['--api_key', 'hunter2'], '--api-key'), ({'api_key': 'hunter2'}, '--api-key'),
+    (['--admin-api-key', 'hunter2'], '--admin-api-key'), ({'ssl-keyfile-password': 'hunter2'}, '--ssl-keyfile-password'),
+])
+def test_secrets_in_extra_args_are_refused_naming_the_variable(extra, flag):
+    with pytest.raises(a.LaunchArgsError) as refused:
+        a.build_argv({'model_path': 'm', 'extra_args': extra})
+    assert 'extra_args holds %s, a secret' % flag in str(refused.value) and 'hunter2' not in str(refused.value)
+    if flag == '--api-key':
+        assert 'set sglang_server_api_key instead' in str(refused.value)
+
+
+def test_extra_args_that_only_look_like_secret_flags_pass():
+    extra = ['--ssl-keyfile', '/etc/k.pem', '--attention-backend', 'triton']
+    assert a.build_argv({'model_path': 'm', 'extra_args': extra})[2:] == extra
+
+
 @pytest.mark.parametrize('extra, expected', [
     (['--attention-backend', 'triton', '--enable-metrics'], ['--attention-backend', 'triton', '--enable-metrics']),
     ({'attention_backend': 'triton', 'enable-metrics': True, 'x': False, '--cuda-graph-bs': [1, 2],

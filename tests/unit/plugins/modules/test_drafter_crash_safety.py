@@ -232,7 +232,7 @@ def run_at_once(directory, extra, count):
     the parent fills at once); return what each reports (its result or its error)."""
     gate_read, gate_write = os.pipe()
     children = []
-    for _ in range(count):
+    for dummy in range(count):
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # child
@@ -267,7 +267,7 @@ def test_four_runs_at_once_on_one_directory(tmp_path, scenario):
     the files fixed (unchanged); no run removes another's journal or temporary file."""
     base, rel, extra, original, fixed = expected_states(tmp_path, scenario)
     work = str(tmp_path / 'work')
-    for _ in range(5):
+    for dummy in range(5):
         if os.path.exists(work):
             shutil.rmtree(work)
         shutil.copytree(base, work, symlinks=True)

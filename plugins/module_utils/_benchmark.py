@@ -552,12 +552,16 @@ class _StdlibTransport:
         resp, sock = self._response('POST', path, body, deadline)
         try:
             yield resp.status, _bounded_read1(resp.read1, sock, deadline, lambda: resp.length), resp.read
-            sock.settimeout(_remaining(deadline))
-            resp.read()  # the rest (after [DONE]), so that the connection can be reused
         except BaseException:
             self._drop()
             raise
-        if resp.will_close:
+        reuse = not resp.will_close
+        try:
+            sock.settimeout(_remaining(deadline))
+            resp.read()  # the rest (after [DONE]), so that the connection can be reused
+        except self.errors:
+            reuse = False  # what was read stands; only the connection is not reused
+        if not reuse:
             self._drop()
 
 

@@ -198,9 +198,9 @@ def main():
         result['msg'] = 'no answer from %s%s' % (params['url'].rstrip('/'), params['health_path'])
     elif result['unauthorized']:
         refused = sorted('%s (HTTP %s)' % item for item in result['status_codes'].items() if unauthorised(item[1]))
-        result['msg'] = ('the server refused %s: it needs an API key; %s (set the variable %s, or the module option '
-                         'api_key)' % (', '.join(refused), 'the api_key sent was refused' if params['api_key'] else
-                                       'none was sent', API_KEY_VARIABLE))
+        result['msg'] = ('the server refused %s: it needs an API key, and %s (set the variable %s, or the module '
+                         'option api_key)' % (', '.join(refused), 'the api_key sent was refused' if params['api_key'] else
+                                              'none was sent', API_KEY_VARIABLE))
         module.warn(result['msg'])
     module.exit_json(changed=False, **result)
 

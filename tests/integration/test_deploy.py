@@ -134,6 +134,17 @@ def test_status_shows_every_host_without_deprecated_endpoints(deployed, run_play
     assert 'is deprecated' not in log
 
 
+def test_status_without_the_key_says_the_server_refused_and_which_variable(deployed, run_playbook):
+    """Issue 23 item 6: without the key, status said healthy=True with empty version, depth and accept length."""
+    result = run_playbook('playbooks/status.yml', extra_vars=deploy_vars(sglang_server_api_key=''), expect_rc=0)
+    text = ' '.join(result.stdout.split())
+    for host in ALL:
+        line = re.search(r'%s: running=True pid=\d+ healthy=True version=(?:None)? depth=(?:None)? '
+                         r'accept_length=(?:None)? gpu_used_mib=[^;]* refused=([^;]*);' % host, text)
+        assert line, (host, text[text.find('%s: running=' % host):][:600])
+        assert 'HTTP 401' in line.group(1) and 'sglang_server_api_key' in line.group(1)
+
+
 def test_depth_change_restarts_only_that_host(deployed, run_playbook):
     fleet = deployed[0]
     before = server_pids(fleet)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.modules import llm_server_info as module
+from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import record_warnings, run_main
 from ansible_collections.llmops.serving.tests.unit._fake_llm_server import FakeLLMServer, fixture_text, free_port
 
 KEY = "k3y'with\\quote"
@@ -41,17 +39,11 @@ def serve():
 
 @pytest.fixture(autouse=True)
 def warnings(monkeypatch):
-    seen = []
-    monkeypatch.setattr(module.AnsibleModule, 'warn', lambda self, msg, **kwargs: seen.append(msg))
-    return seen
+    return record_warnings(monkeypatch)
 
 
 def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            module.main()
-    out = capsys.readouterr().out
-    return json.loads(out), out
+    return run_main(module.main, capsys, **args)
 
 
 @pytest.mark.parametrize('check_mode', [False, True])

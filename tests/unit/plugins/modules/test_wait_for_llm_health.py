@@ -13,10 +13,10 @@ from unittest.mock import MagicMock
 import pytest
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.action import wait_for_llm_health as action
 from ansible_collections.llmops.serving.plugins.modules import wait_for_llm_health as module
+from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import record_warnings, run_main
 from ansible_collections.llmops.serving.tests.unit._fake_llm_server import FakeLLMServer, fixture_text
 
 SECRET = 'sk-unit-test-not-a-real-key'
@@ -35,18 +35,11 @@ def server():
 
 @pytest.fixture(autouse=True)
 def warnings(monkeypatch):
-    """module.warn() calls (with the controller code imported, ansible routes them to Display)."""
-    seen = []
-    monkeypatch.setattr(module.AnsibleModule, 'warn', lambda self, msg, **kwargs: seen.append(msg))
-    return seen
+    return record_warnings(monkeypatch)
 
 
 def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            module.main()
-    out = capsys.readouterr().out
-    return json.loads(out), out
+    return run_main(module.main, capsys, **args)
 
 
 def test_ready_with_smoke_and_accept_length_floor(server, capsys, warnings):

@@ -105,18 +105,20 @@ class Worker:
 
 
 class Load:
-    """``clients`` threads sending streaming completions through the router until stopped."""
+    """``clients`` threads sending streaming completions to ``url`` until stopped; counts requests
+    sent, failed (HTTP or connection error, timeout) and truncated (no ``[DONE]``)."""
 
-    def __init__(self, url, clients=8):
-        self.url, self.stop, self.lock = url, threading.Event(), threading.Lock()
+    def __init__(self, url, key=KEY, model='tiny', clients=8):
+        self.url, self.key, self.model = url, key, model
+        self.stop, self.lock = threading.Event(), threading.Lock()
         self.sent = self.failed = self.truncated = 0
         self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
 
     def client(self):
-        body = json.dumps({'model': 'tiny', 'prompt': 'hello', 'max_tokens': 16, 'stream': True}).encode()
+        body = json.dumps({'model': self.model, 'prompt': 'hello', 'max_tokens': 16, 'stream': True}).encode()
         while not self.stop.is_set():
             req = urllib.request.Request(self.url + '/v1/completions', data=body, headers={
-                'Authorization': 'Bearer ' + KEY, 'Content-Type': 'application/json'})
+                'Authorization': 'Bearer ' + self.key, 'Content-Type': 'application/json'})
             outcome = 'ok'
             try:
                 with urllib.request.urlopen(req, timeout=30) as resp:

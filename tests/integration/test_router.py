@@ -1,0 +1,226 @@
+"""The real sglang-router (roles/sglang_router, playbooks/router.yml) on the test fleet.
+
+Servers (SGLang simulator, test doubles) on ns1 and ns2, listening on their fleet address; the
+real router 0.3.2 on ns3, installed from the wheelhouse of tests/integration/install_router.sh
+(the hosts have no network). Shows: the router is ready and routes to both workers; a rerun
+changes nothing and keeps its PID; clients without the API key get 401 and the key is in no
+output, log, command line or environment; a drain under streaming load loses no request and
+register puts the server back; a SIGKILLed worker is taken out within the configured health
+interval and is back, with traffic, once healthy (both measured and printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from test_deploy import API_KEY, deploy_vars
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'perf'))
+from router_failover import Load  # noqa: E402  (tests/perf/router_failover.py)
+
+SERVERS = ['ns1', 'ns2']
+ROUTER = 'ns3'
+PORT = 30080
+ROUTER_PIDFILE = '/run/llmops/sglang-router-main.pid'
+ROUTER_LOG = '/var/log/llmops/sglang-router-main.log'
+INTERVAL, THRESHOLD = 2, 2
+_STATE = {}
+
+
+def router_vars(**overrides):
+    base = deploy_vars(sglang_server_host='0.0.0.0', sglang_router_policy='round_robin',
+                       sglang_router_port=PORT, sglang_router_wheelhouse=os.path.join(ROOT, '.cache', 'router-wheels'),
+                       sglang_router_health_check_interval_secs=INTERVAL,
+                       sglang_router_health_failure_threshold=THRESHOLD)
+    base.update(overrides)
+    return base
+
+
+def request(url, *, key=API_KEY, body=None, method=None, timeout=10):
+    """(status, text) of an HTTP request; HTTP errors are returned, not raised."""
+    headers = {'Content-Type': 'application/json'}
+    if key:
+        headers['Authorization'] = 'Bearer ' + key
+    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
+                                 headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def wait_for(predicate, timeout, step=0.1):
+    """Seconds until predicate() is true; AssertionError after timeout."""
+    start = time.monotonic()
+    while True:
+        if predicate():
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise AssertionError('not true within %s s: %s' % (timeout, predicate.__doc__ or predicate))
+        time.sleep(step)
+
+
+def pid_of(fleet, host, pidfile):
+    data = fleet.ssh(host, 'cat %s 2>/dev/null || echo null' % pidfile).stdout.strip()
+    return json.loads(data)['pid'] if data.startswith('{') else (int(data) if data.isdigit() else None)
+
+
+def completions_served(fleet, host):
+    """Completions the server on host has answered (its /metrics)."""
+    code = ('import re, urllib.request; t = urllib.request.urlopen("http://127.0.0.1:30000/metrics").read().decode(); '
+            'print(sum(float(v) for v in re.findall(r"^sglang:http_requests_total\\{endpoint=\\"/v1/completions\\"'
+            '[^}]*\\} (\\S+)$", t, re.M)))')
+    return float(fleet.ssh(host, "/usr/bin/python3 -c '%s'" % code).stdout)
+
+
+@pytest.fixture
+def bed(fleet, run_playbook, request, tmp_path_factory):
+    """Servers on ns1/ns2 and the router on ns3, set up once (the tests build on it in order):
+    ``(fleet, inventory, router URL, first router.yml result)``."""
+    if 'bed' not in _STATE:
+        subprocess.run([os.path.join(ROOT, 'tests', 'integration', 'install_router.sh')], check=True, timeout=900)
+        request.getfixturevalue('clean_fleet')
+        inventory = tmp_path_factory.mktemp('router-inventory')
+        with open(fleet.inventory) as f:
+            (inventory / 'fleet.yml').write_text(f.read())
+        (inventory / 'groups.yml').write_text(
+            'sglang_servers:\n  hosts:\n%s\nsglang_routers:\n  hosts:\n    %s:\n'
+            % (''.join('    %s:\n' % h for h in SERVERS), ROUTER))
+        limit = ','.join(SERVERS)
+        run_playbook('tests/sim/prepare_host.yml', inventory=str(inventory), limit=limit, extra_vars=router_vars(),
+                     expect_rc=0)
+        run_playbook('playbooks/deploy.yml', inventory=str(inventory), limit=limit, extra_vars=router_vars(),
+                     expect_rc=0, timeout=600)
+        first = run_playbook('playbooks/router.yml', inventory=str(inventory), extra_vars=router_vars(), expect_rc=0,
+                             timeout=600)
+        _STATE['bed'] = (fleet, str(inventory), 'http://%s:%d' % (fleet.hosts[ROUTER]['address'], PORT), first)
+    return _STATE['bed']
+
+
+def workers(router):
+    """url -> is_healthy as the router lists them."""
+    status, text = request(router + '/workers')
+    assert status == 200, text
+    return {w['url']: w['is_healthy'] for w in json.loads(text)['workers']}
+
+
+def url_of(fleet, host):
+    return 'http://%s:30000' % fleet.hosts[host]['address']
+
+
+def test_router_ready_and_routes_to_both_workers(bed):
+    fleet, _, router, first = bed
+    assert first.changed(ROUTER) > 0
+    status, text = request(router + '/readiness', key=None)
+    assert status == 200 and json.loads(text)['healthy_workers'] == 2, text
+    assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
+    before = {h: completions_served(fleet, h) for h in SERVERS}
+    for _ in range(6):
+        status, text = request(router + '/v1/completions', body={'model': 'tiny-llama', 'prompt': 'hi', 'max_tokens': 4})
+        assert status == 200 and json.loads(text)['choices'][0]['text'], text
+    after = {h: completions_served(fleet, h) for h in SERVERS}
+    assert all(after[h] > before[h] for h in SERVERS), (before, after)  # round_robin: both get traffic
+
+
+def test_rerun_changes_nothing_and_keeps_the_router(bed, run_playbook):
+    fleet, inventory, _, _ = bed
+    pid = pid_of(fleet, ROUTER, ROUTER_PIDFILE)
+    result = run_playbook('playbooks/router.yml', inventory=inventory, extra_vars=router_vars(), expect_rc=0)
+    assert result.changed(ROUTER) == 0
+    assert pid and pid_of(fleet, ROUTER, ROUTER_PIDFILE) == pid
+
+
+def test_check_diff_shows_a_router_change_and_changes_nothing(bed, run_playbook):
+    fleet, inventory, _, _ = bed
+    pid = pid_of(fleet, ROUTER, ROUTER_PIDFILE)
+    result = run_playbook('playbooks/router.yml', inventory=inventory, check=True, diff=True, expect_rc=0,
+                          extra_vars=router_vars(sglang_router_retry_max_retries=4))
+    assert any(line.startswith('+exec ') and '--retry-max-retries 4' in line for line in result.stdout.splitlines())
+    assert pid_of(fleet, ROUTER, ROUTER_PIDFILE) == pid
+    assert '--retry-max-retries 3' in fleet.ssh(ROUTER, 'cat /etc/llmops/sglang-router-main.sh').stdout
+
+
+def test_api_key_required_and_never_shown(bed, run_playbook):
+    fleet, inventory, router, _ = bed
+    body = {'model': 'tiny-llama', 'prompt': 'hi', 'max_tokens': 4}
+    assert request(router + '/v1/completions', key=None, body=body)[0] == 401
+    assert request(router + '/v1/completions', key='sk-wrong', body=body)[0] == 401
+    assert request(router + '/workers', key=None)[0] == 401
+    assert request(router + '/v1/completions', body=body)[0] == 200
+    result = run_playbook('playbooks/router.yml', inventory=inventory, extra_vars=router_vars(), verbosity=3,
+                          expect_rc=0)
+    assert API_KEY not in result.stdout and API_KEY not in result.stderr
+    status = run_playbook('playbooks/status.yml', inventory=inventory, extra_vars=router_vars(), verbosity=3,
+                          limit=ROUTER, expect_rc=0)
+    assert API_KEY not in status.stdout and 'healthy=True breaker=closed' in ' '.join(status.stdout.split())
+    assert fleet.ssh(ROUTER, 'stat -c %a /etc/llmops/sglang-router-main.key').stdout.strip() == '600'
+    pid = pid_of(fleet, ROUTER, ROUTER_PIDFILE)
+    # The key may appear only in its 0600 file: not in the log, the script, any command line or environment.
+    leaks = fleet.ssh(ROUTER, 'grep -l -F -f /etc/llmops/sglang-router-main.key %s /etc/llmops/*.sh '
+                              '/proc/%d/cmdline /proc/%d/environ /proc/[0-9]*/cmdline 2>/dev/null; true'
+                      % (ROUTER_LOG, pid, pid)).stdout.split()
+    assert leaks == []
+    assert fleet.ssh(ROUTER, 'tr "\\0" " " </proc/%d/cmdline' % pid).stdout.startswith('sglang::router')
+
+
+def test_drain_under_load_loses_nothing_and_register_puts_it_back(bed, run_playbook):
+    fleet, inventory, router, _ = bed
+    with Load(router, key=API_KEY, model='tiny-llama') as load:
+        wait_for(lambda: load.sent >= 20, 60)
+        drained = run_playbook('tests/integration/playbooks/router_worker.yml', inventory=inventory, limit='ns1',
+                               extra_vars=router_vars(router_worker_steps=['drain']), expect_rc=0)
+        assert workers(router) == {url_of(fleet, 'ns2'): True}
+        idle = completions_served(fleet, 'ns1')
+        sent = load.sent
+        wait_for(lambda: load.sent >= sent + 20, 60)
+        assert completions_served(fleet, 'ns1') == idle  # nothing new reaches the drained server
+        # Two out of one router is more than sglang_router_max_unavailable (1): refused, nothing removed.
+        refused = run_playbook('tests/integration/playbooks/router_worker.yml', inventory=inventory, limit='ns2',
+                               extra_vars=router_vars(router_worker_steps=['drain']))
+        assert refused.rc != 0 and 'sglang_router_max_unavailable is 1' in refused.stdout
+        assert workers(router) == {url_of(fleet, 'ns2'): True}
+        registered = run_playbook('tests/integration/playbooks/router_worker.yml', inventory=inventory, limit='ns1',
+                                  extra_vars=router_vars(router_worker_steps=['register']), expect_rc=0)
+        assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
+        back = completions_served(fleet, 'ns1')
+        wait_for(lambda: completions_served(fleet, 'ns1') > back, 30)
+    print('\ndrain under load: %d requests, %d failed, %d truncated' % (load.sent, load.failed, load.truncated))
+    assert drained.changed('ns1') > 0 and registered.changed('ns1') > 0
+    assert load.failed == 0 and load.truncated == 0
+    again = run_playbook('tests/integration/playbooks/router_worker.yml', inventory=inventory, limit='ns1',
+                         extra_vars=router_vars(router_worker_steps=['register']), expect_rc=0)
+    assert again.changed('ns1') == 0
+
+
+def test_killed_worker_out_within_interval_and_back_when_healthy(bed, run_playbook):
+    fleet, inventory, router, _ = bed
+    url = url_of(fleet, 'ns2')
+    with Load(router, key=API_KEY, model='tiny-llama') as load:
+        wait_for(lambda: load.sent >= 20, 60)
+        pid = pid_of(fleet, 'ns2', '/run/llmops/sglang-main.pid')
+        fleet.ssh('ns2', 'kill -KILL -- -%d' % pid)  # the server's whole session
+        out_s = wait_for(lambda: not workers(router)[url], 30)
+        counts = (load.sent, load.failed, load.truncated)
+    run_playbook('playbooks/deploy.yml', inventory=inventory, limit='ns2', extra_vars=router_vars(), expect_rc=0)
+    back_s = wait_for(lambda: workers(router)[url], 30)  # the server answers /health since deploy returned
+    run_playbook('tests/integration/playbooks/router_worker.yml', inventory=inventory, limit='ns2',
+                 extra_vars=router_vars(router_worker_steps=['register']), expect_rc=0)
+    served = completions_served(fleet, 'ns2')
+    for _ in range(4):
+        assert request(router + '/v1/completions', body={'model': 'tiny-llama', 'prompt': 'x', 'max_tokens': 2})[0] == 200
+    print('\nSIGKILLed worker: out of the router after %.1f s (interval %d s, failure threshold %d); '
+          'under load %d requests, %d failed, %d truncated; healthy in the router %.1f s after its '
+          'deploy returned' % (out_s, INTERVAL, THRESHOLD, counts[0], counts[1], counts[2], back_s))
+    assert out_s <= INTERVAL * (THRESHOLD + 1) + 2
+    assert counts[1] == 0  # failed attempts were retried on ns1
+    assert completions_served(fleet, 'ns2') > served  # round_robin sends it traffic again

@@ -114,14 +114,14 @@ def test_best_rounds_names_a_level_no_round_measured():
 
 
 def test_ranking_by_geometric_mean():
+    def runs(at_1, at_8):
+        return [{'concurrency': 1, 'output_throughput': at_1}, {'concurrency': 8, 'output_throughput': at_8}]
+
     results = [
-        {'name': 'baseline', 'error': None, 'runs': [{'concurrency': 1, 'output_throughput': 100.0},
-                                                       {'concurrency': 8, 'output_throughput': 400.0}]},
+        {'name': 'baseline', 'error': None, 'runs': runs(100.0, 400.0)},
         # Faster at 1, slower at 8, and a higher geometric mean (sqrt(300 * 600) > sqrt(200 * 700)).
-        {'name': 'depth 10', 'error': None, 'runs': [{'concurrency': 1, 'output_throughput': 300.0},
-                                                       {'concurrency': 8, 'output_throughput': 600.0}]},
-        {'name': 'depth 16', 'error': None, 'runs': [{'concurrency': 1, 'output_throughput': 200.0},
-                                                       {'concurrency': 8, 'output_throughput': 700.0}]},
+        {'name': 'depth 10', 'error': None, 'runs': runs(300.0, 600.0)},
+        {'name': 'depth 16', 'error': None, 'runs': runs(200.0, 700.0)},
         {'name': 'depth 30', 'error': 'out of memory', 'runs': [{'concurrency': 8, 'output_throughput': 9999.0}]},
     ]
     ranking = FILTERS['sweep_ranking'](results, [1, 8])

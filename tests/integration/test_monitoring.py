@@ -7,7 +7,10 @@ wrote, scraping the SGLang simulators that playbooks/deploy.yml started on ns1-n
 Shows: every target is up with the inventory's labels and the version read from the server; the
 simulator's SGLANG_SIM_QUALITY_FILE dropping ns1's acceptance length below its floor makes
 LlmopsSpecAcceptLengthBelowFloor fire (times measured and printed), removing it resolves the alert;
-a stopped server (ns3) fires LlmopsSGLangServerDown while its group still has ready servers.
+a stopped server (ns3) fires LlmopsSGLangServerDown while its group still has ready servers; with
+serving_monitoring_install_prometheus the role installs and runs Debian's Prometheus under systemd on
+sd1 (--check first changes nothing), which then scrapes the same servers and loads the rules; a rerun
+changes nothing.
 """
 
 from __future__ import annotations
@@ -247,3 +250,33 @@ def test_prometheus_alerts_on_the_fleet(monitored):
     assert set(prometheus.alerts('LlmopsSGLangServerDown')) == {'ns3'}
     assert not prometheus.alerts('LlmopsSGLangNoReadyServer', 'pending')
     assert not prometheus.alerts('LlmopsSGLangNoReadyServer')
+
+    check_prometheus_installed_on_sd1(fleet, run_playbook)
+
+
+def check_prometheus_installed_on_sd1(fleet, run_playbook):
+    extra = dict(fleet_vars(), llmops_monitoring_hosts='sd1', serving_monitoring_group='fleet_ns',
+                 serving_monitoring_install_prometheus=True, serving_monitoring_scrape_interval='%ds' % INTERVAL)
+    del extra['llmops_hosts']
+    unit = 'systemctl is-active prometheus; systemctl is-enabled prometheus; true'
+    dry = run_playbook('playbooks/monitoring.yml', extra_vars=extra, check=True, expect_rc=0)
+    assert dry.changed('sd1') > 0
+    assert fleet.ssh('sd1', unit).stdout.split() == ['inactive', 'disabled']
+    try:
+        run_playbook('playbooks/monitoring.yml', extra_vars=extra, expect_rc=0)
+        assert fleet.ssh('sd1', unit).stdout.split() == ['active', 'enabled']
+        url = 'http://%s:9090/api/v1/' % fleet.hosts['sd1']['address']  # sd1's own network namespace
+
+        def scraped():
+            targets = [t for t in get_json(url + 'targets')['data']['activeTargets']
+                       if t['labels'].get('llmops') == 'sglang_server']
+            health = {t['labels']['host']: t['health'] for t in targets}
+            return health if health == {'ns1': 'up', 'ns2': 'up', 'ns3': 'down'} else None
+
+        poll(scraped, 60, "sd1's Prometheus scraping ns1-ns3")
+        groups = {g['name']: len(g['rules']) for g in get_json(url + 'rules')['data']['groups']}
+        assert groups == {'llmops-sglang-records': 4, 'llmops-sglang-alerts': 7}  # 3 floors
+        again = run_playbook('playbooks/monitoring.yml', extra_vars=extra, expect_rc=0)
+        assert again.changed('sd1') == 0
+    finally:  # sd1 is not reset between tests
+        fleet.ssh('sd1', 'systemctl disable --now prometheus')

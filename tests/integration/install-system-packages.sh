@@ -12,6 +12,7 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v unshare >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+/usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
 # ansible-test sanity checks shell scripts with it (and only warns when it is missing)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 if [ ${#need[@]} -gt 0 ]; then

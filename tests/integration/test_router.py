@@ -5,7 +5,8 @@ real router 0.3.2 on ns3, installed from the wheelhouse of tests/integration/ins
 (the hosts have no network). Shows: the router is ready and routes to both workers; a rerun
 changes nothing and keeps its PID; clients without the API key get 401 and the key is in no
 output, log, command line or environment; a drain under streaming load loses no request and
-register puts the server back; a SIGKILLed worker is taken out within the configured health
+register puts the server back; a rolling deploy.yml (depth change, one host per batch) under
+load drains and registers each server and loses no request; a SIGKILLed worker is taken out within the configured health
 interval and is back, with traffic, once healthy (both measured and printed).
 """
 
@@ -32,6 +33,7 @@ ROUTER = 'ns3'
 PORT = 30080
 ROUTER_PIDFILE = '/run/llmops/sglang-router-main.pid'
 ROUTER_LOG = '/var/log/llmops/sglang-router-main.log'
+SERVER_PIDFILE = '/run/llmops/sglang-main.pid'
 INTERVAL, THRESHOLD = 2, 2
 _STATE = {}
 
@@ -202,12 +204,33 @@ def test_drain_under_load_loses_nothing_and_register_puts_it_back(bed, run_playb
     assert again.changed('ns1') == 0
 
 
+def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
+    """deploy.yml, one host per batch, restarts both servers (a depth change) while 8 clients
+    stream through the router: each server is drained before its stop and registered after
+    its health check, so no request fails and no stream is cut."""
+    fleet, inventory, router, _ = bed
+    before = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
+    with Load(router, key=API_KEY, model='tiny-llama') as load:
+        wait_for(lambda: load.sent >= 20, 60)
+        started = time.monotonic()
+        result = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=900,
+                              extra_vars=router_vars(sglang_server_speculative_depth=10, llmops_serial=1), expect_rc=0)
+        took = time.monotonic() - started
+    after = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
+    print('\nrolling deploy behind the router (2 servers, serial 1): %.0f s, %d requests, %d failed, %d truncated'
+          % (took, load.sent, load.failed, load.truncated))
+    assert all(after[h] != before[h] for h in SERVERS)
+    assert result.stdout.count('Take the server out of the routers in front of it') == 2
+    assert load.failed == 0 and load.truncated == 0
+    assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
+
+
 def test_killed_worker_out_within_interval_and_back_when_healthy(bed, run_playbook):
     fleet, inventory, router, _ = bed
     url = url_of(fleet, 'ns2')
     with Load(router, key=API_KEY, model='tiny-llama') as load:
         wait_for(lambda: load.sent >= 20, 60)
-        pid = pid_of(fleet, 'ns2', '/run/llmops/sglang-main.pid')
+        pid = pid_of(fleet, 'ns2', SERVER_PIDFILE)
         fleet.ssh('ns2', 'kill -KILL -- -%d' % pid)  # the server's whole session
         out_s = wait_for(lambda: not workers(router)[url], 30)
         counts = (load.sent, load.failed, load.truncated)

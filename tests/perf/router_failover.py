@@ -105,31 +105,37 @@ class Worker:
 
 
 class Load:
-    """``clients`` threads sending streaming completions to ``url`` until stopped; counts requests
-    sent, failed (HTTP or connection error, timeout) and truncated (no ``[DONE]``)."""
+    """``clients`` threads sending streaming completions to ``url`` until stopped (or ``limit``
+    requests were sent); counts requests sent, failed (HTTP or connection error, timeout) and
+    truncated (no ``[DONE]``), and keeps ``(start, ttft or None, outcome)`` per request."""
 
-    def __init__(self, url, key=KEY, model='tiny', clients=8):
-        self.url, self.key, self.model = url, key, model
+    def __init__(self, url, key=KEY, model='tiny', clients=8, limit=None):
+        self.url, self.key, self.model, self.limit = url, key, model, limit
         self.stop, self.lock = threading.Event(), threading.Lock()
         self.sent = self.failed = self.truncated = 0
+        self.samples = []
         self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
 
     def client(self):
         body = json.dumps({'model': self.model, 'prompt': 'hello', 'max_tokens': 16, 'stream': True}).encode()
-        while not self.stop.is_set():
+        while not self.stop.is_set() and (self.limit is None or self.sent < self.limit):
             req = urllib.request.Request(self.url + '/v1/completions', data=body, headers={
                 'Authorization': 'Bearer ' + self.key, 'Content-Type': 'application/json'})
-            outcome = 'ok'
+            start, ttft, outcome = time.monotonic(), None, 'truncated'
             try:
                 with urllib.request.urlopen(req, timeout=30) as resp:
-                    if b'[DONE]' not in resp.read():
-                        outcome = 'truncated'
+                    for line in resp:
+                        if ttft is None and line.startswith(b'data:'):
+                            ttft = time.monotonic() - start
+                        if line.strip() == b'data: [DONE]':
+                            outcome = 'ok'
             except (OSError, urllib.error.HTTPError):
                 outcome = 'failed'
             with self.lock:
                 self.sent += 1
                 self.failed += outcome == 'failed'
                 self.truncated += outcome == 'truncated'
+                self.samples.append((start, ttft, outcome))
 
     def __enter__(self):
         for t in self.threads:

@@ -15,7 +15,7 @@ import time
 import nvsim
 import pytest
 
-from sim_helpers import LAYER, OBSERVABLE_ENV, NVIDIA_SMI, SGLANG_FIXTURES, SIM_DIR, make_drafter, wait_for, write_safetensors
+from sim_helpers import LAYER, OBSERVABLE_ENV, NVIDIA_SMI, SGLANG_FIXTURES, SIM_DIR, free_port, make_drafter, wait_for, write_safetensors
 from sglang import _drafter, _flags
 
 RECORDED_FLAGS = ('--host', '127.0.0.1', '--mem-fraction-static', '0.3', '--cuda-graph-max-bs', '8', '--attention-backend',
@@ -535,6 +535,9 @@ def test_port_in_use_fails_like_uvicorn(start_sim):
 
 
 def test_other_node_ranks_serve_only_health(start_sim):
-    sim = start_sim('--nnodes', '2', '--node-rank', '1', '--dist-init-addr', '10.0.0.2:25000', wait=False)
+    # Rank 1 serves once it has joined rank 0 at --dist-init-addr (tests/sim/test_sim_multinode.py).
+    addr = '127.0.0.1:%d' % free_port()
+    start_sim('--nnodes', '2', '--node-rank', '0', '--dist-init-addr', addr, wait=False)
+    sim = start_sim('--nnodes', '2', '--node-rank', '1', '--dist-init-addr', addr, '--base-gpu-id', '1', wait=False)
     wait_for(lambda: sim.get('/health')[0] == 200, what='dummy health')
     assert sim.get('/v1/models')[0] == 404

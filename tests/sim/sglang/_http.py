@@ -101,7 +101,8 @@ class Handler(BaseHTTPRequestHandler):
         self._raw = self.rfile.read(length) if length else b''
         path = self.path.split('?')[0]
         if self.server.dummy:
-            if path == '/health':
+            # SGLang's launch_dummy_health_check_server on node ranks >= 1: always 200.
+            if path in ('/health', '/health_generate', '/ping', '/metrics'):
                 return self._send(200, content_type=None)
             return self._send(404, {'detail': 'Not Found'})
         if not self._authorized(path):

@@ -21,7 +21,7 @@ import warnings
 
 import nvsim
 from sglang import __version__
-from sglang import _args, _drafter, _flags, _http
+from sglang import _args, _dist, _drafter, _flags, _http
 from sglang._engine import Engine
 
 PHASES = ('imports', 'load', 'graphs', 'warmup')
@@ -125,6 +125,7 @@ class Server(_http.Counters):
         self.deprecations = _flags.version_tuple(self.version) >= (0, 5, 15)
         self.target_first = _flags.version_tuple(self.version) < TARGET_FIRST_UNTIL
         self.cutlass_walked = False
+        self.group = None
 
     def metrics_text(self):
         return _http.metrics_text(self)
@@ -159,13 +160,35 @@ class Server(_http.Counters):
                 visible.append(int(item))
         if not visible:
             raise Fatal('RuntimeError: No CUDA GPUs are available')
-        tp = self.args['tp_size']
+        tp = self.local_ranks()
         first, step = self.args['base_gpu_id'], self.args['gpu_id_step']
         wanted = [first + rank * step for rank in range(tp)]
         if wanted[-1] >= len(visible):
             raise Fatal('torch.AcceleratorError: CUDA error: invalid device ordinal\nCUDA kernel errors might be asynchronously '
                         'reported at some other API call, so the stacktrace below might be incorrect.')
         return gpus, [visible[i] for i in wanted]
+
+    def local_ranks(self):
+        """TP ranks on this node: --tp-size counts the GPUs of every node (--nnodes)."""
+        return max(1, self.args['tp_size'] // max(1, self.args['nnodes']))
+
+    def join_nodes(self):
+        """Multi-node only: the rendezvous at --dist-init-addr (see _dist.py)."""
+        a = self.args
+        group = _dist.Group(a['nnodes'], a['node_rank'], a['dist_init_addr'], a['dist_timeout'], self.local_ranks(),
+                            self.peer_lost)
+        try:
+            group.join()
+        except _dist.RendezvousError as exc:
+            raise Fatal(str(exc))
+        self.group = group
+
+    def peer_lost(self, rank):
+        """Another node rank died: this one stays up but useless, as NCCL leaves it (sglang#3099): rank 0's
+        /health answers 503 from now on (SGLang's health check times out on a stuck scheduler), a
+        dummy /health of a rank >= 1 keeps answering 200."""
+        if not self.stopping:
+            self.status = 'broken'
 
     def free_mib(self, gpus):
         own = set(c.pid for c in self.children)
@@ -236,7 +259,9 @@ class Server(_http.Counters):
                     % (draft, draft, draft))
         self.pause('load', 0.3)
         log('Init torch distributed begin.')
-        self.spawn_children(range(a['tp_size']))
+        if a['nnodes'] > 1:
+            self.join_nodes()
+        self.spawn_children(range(self.local_ranks()))
         gpus, indexes, free = self.check_gpus()
         local = indexes[0]
         log('Init torch distributed ends. elapsed=0.23 s, mem usage=0.09 GB')

@@ -257,7 +257,8 @@ def build_argv(spec, version=None, options=None):
     """The server's arguments (after ``python -m <module>``) for a launch ``spec``.
 
     ``spec`` keys: engine (sglang|vllm), model_path (required), served_model_name,
-    tp_size, host, port, mem_fraction_static, max_running_requests, cuda_graph_max_bs,
+    tp_size (all GPUs of a multi-node group), nnodes, node_rank, dist_init_addr,
+    dist_timeout, host, port, mem_fraction_static, max_running_requests, cuda_graph_max_bs,
     enable_metrics, trust_remote_code, speculative (algorithm, draft_model_path, depth
     or num_steps/eagle_topk/num_draft_tokens) and extra_args. ``version`` and
     ``options`` (the installed server's ``parse_help``) select version-dependent flags;
@@ -270,6 +271,7 @@ def build_argv(spec, version=None, options=None):
     engine = _check_spec(spec)
     sglang = engine == 'sglang'
     argv = _server_args(spec, sglang)
+    argv += _multinode_args(spec, sglang)
     argv += _cuda_graph_args(spec, sglang, version, options)
     if spec.get('trust_remote_code'):
         argv.append('--trust-remote-code')
@@ -334,6 +336,33 @@ def _server_args(spec, sglang):
         ('--max-running-requests' if sglang else '--max-num-seqs',
          _positive_int('max_running_requests', spec.get('max_running_requests'))),
     )
+
+
+def _multinode_args(spec, sglang):
+    """``--nnodes --node-rank --dist-init-addr`` for one node of a group of ``nnodes`` > 1 hosts
+    (nothing for one host), and ``--dist-timeout`` when set."""
+    nnodes = _positive_int('nnodes', spec.get('nnodes')) or 1
+    timeout = _positive_int('dist_timeout', spec.get('dist_timeout'))
+    if nnodes == 1:
+        return _pairs(('--dist-timeout', timeout)) if sglang else []
+    if not sglang:
+        raise LaunchArgsError('nnodes %d: a multi-node group is an SGLang setting (vLLM spans hosts through Ray)'
+                              % nnodes)
+    rank = spec.get('node_rank')
+    rank = 0 if rank is None else _positive_int('node_rank', rank, minimum=0)
+    if rank >= nnodes:
+        raise LaunchArgsError('node_rank %d is outside a group of %d hosts (0 to %d)' % (rank, nnodes, nnodes - 1))
+    addr = str(spec.get('dist_init_addr') or '')
+    host, sep, port = addr.rpartition(':')
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise LaunchArgsError('dist_init_addr must be <rank 0 host>:<port> for a group of %d hosts, got %r'
+                              % (nnodes, addr))
+    tp_size = _positive_int('tp_size', spec.get('tp_size'))
+    if tp_size is None or tp_size % nnodes:
+        raise LaunchArgsError('tp_size counts the GPUs of the whole group: %s is not a multiple of nnodes %d'
+                              % (tp_size, nnodes))
+    return _pairs(('--nnodes', nnodes), ('--node-rank', rank), ('--dist-init-addr', addr),
+                  ('--dist-timeout', timeout))
 
 
 def _cuda_graph_args(spec, sglang, version, options):

@@ -339,3 +339,48 @@ def test_parse_help_reads_the_usage_when_options_are_not_listed():
     assert a.check_argv(argv, options, engine='vllm')
     with pytest.raises(a.LaunchArgsError, match='unrecognized flag --tensor-parallel-size'):
         a.check_argv(argv + ['--tensor-parallel-size', '2'], options, engine='vllm')
+
+
+# Multi-node groups (issue 19): tp_size counts the GPUs of every host of the group.
+GROUP = dict(SPEC, tp_size=16, nnodes=2, node_rank=1, dist_init_addr='10.0.0.1:5000')
+
+
+def test_multinode_argv_per_host():
+    argv = a.build_argv(GROUP, version='0.5.15.post1')
+    assert argv[argv.index('--tp-size') + 1] == '16'
+    assert argv[argv.index('--port') + 2:argv.index('--port') + 8] == [
+        '--nnodes', '2', '--node-rank', '1', '--dist-init-addr', '10.0.0.1:5000']
+    assert '--dist-timeout' not in argv
+    timed = a.build_argv(dict(GROUP, node_rank=0, dist_timeout=900), version='0.5.15.post1')
+    assert timed[timed.index('--node-rank') + 1] == '0' and timed[timed.index('--dist-timeout') + 1] == '900'
+
+
+def test_one_host_argv_has_no_multinode_flags():
+    assert a.build_argv(dict(SPEC, nnodes=1, node_rank=0, dist_init_addr=''), version='0.5.15.post1') == \
+        a.build_argv(SPEC, version='0.5.15.post1')
+
+
+@pytest.mark.parametrize('change, message', [
+    ({'node_rank': 2}, 'node_rank 2 is outside a group of 2 hosts'),
+    ({'node_rank': -1}, 'node_rank must be at least 0'),
+    ({'dist_init_addr': ''}, 'dist_init_addr must be <rank 0 host>:<port>'),
+    ({'dist_init_addr': '10.0.0.1'}, 'dist_init_addr must be <rank 0 host>:<port>'),
+    ({'tp_size': 9}, 'tp_size counts the GPUs of the whole group: 9 is not a multiple of nnodes 2'),
+    ({'nnodes': 0}, 'nnodes must be at least 1'),
+    ({'engine': 'vllm'}, 'a multi-node group is an SGLang setting'),
+])
+def test_bad_multinode_specs_rejected(change, message):
+    with pytest.raises(a.LaunchArgsError, match=message):
+        a.build_argv(dict(GROUP, **change))
+
+
+@pytest.mark.parametrize('version', ['0.5.11', '0.5.15.post1', '0.5.23'])
+def test_multinode_argv_parses_in_the_real_releases(version):
+    from ansible_collections.llmops.serving.tests.releases import releases
+    spec = dict(GROUP, dist_timeout=1200)
+    argv = a.build_argv(spec, version=version,
+                        options=a.parse_help(releases.help_text(version), version=version))
+    values = vars(releases.parse(version, argv))
+    assert (values['nnodes'], values['node_rank'], values['dist_init_addr'], values['dist_timeout']) == \
+        (2, 1, '10.0.0.1:5000', 1200)
+    assert values[releases.find(releases.load(version), '--tp-size')['dest']] == 16

@@ -6,6 +6,7 @@
     python tests/releases/extract.py 0.5.23            # downloads the wheel with pip
     python tests/releases/extract.py 0.5.23 --wheel sglang-0.5.23-...whl
     python tests/releases/extract.py 0.5.23 --stdout   # print instead of writing
+    for v in 0.5.11 0.5.12.post1 ...; do python tests/releases/extract.py $v; done   # all fixtures
 
 Builds the release's REAL argparse parser on a CPU: the wheel's ``sglang/`` sources are
 unpacked into a temporary directory and ``sglang.srt.server_args.prepare_server_args``
@@ -47,6 +48,14 @@ FIXTURES = os.path.join(HERE, 'fixtures')
 FORMAT = 1
 HELP_COLUMNS = 80
 STUB_VERSION = '2.9.1'  # what ``torch.__version__`` and the like say under the stubs
+# sglang.srt.plugins installed with every release (a dependency of sglang since 0.5.11):
+# smg-grpc-servicer adds --servicer-impl and --metrics-port/--metrics-host to the parser.
+# 0.14.1 is what pip installed with 0.5.15.post1 on the H200 (tests/fixtures/.../wheels-*.txt).
+PLUGINS = ('smg-grpc-servicer==0.14.1',)
+# Choices that SGLang keeps in a set (--sampling-backend) print in hash order, which
+# changes from run to run; this seed prints them in the order of the H200 recording of
+# 0.5.15.post1 (tests/fixtures/sglang-0.5.15.post1-h200/failures/unknown-flag.log).
+HASH_SEED = '12'
 
 
 # A stand-in for anything from a stubbed package, with a stable repr (help texts that
@@ -203,13 +212,14 @@ class _ForgivingLoader(importlib.machinery.SourceFileLoader):
 class _Finder(importlib.abc.MetaPathFinder):
     """SGLang from the unpacked wheel; the standard library as is; everything else a stub."""
 
-    def __init__(self, root):
+    def __init__(self, root, real=('sglang',)):
         self.root = root
+        self.real = set(real)
         self.stubbed = set()
 
     def find_spec(self, fullname, path=None, target=None):
         top = fullname.partition('.')[0]
-        if top == 'sglang':
+        if top in self.real:
             return self._sglang_spec(fullname)
         if top in sys.stdlib_module_names or top in ('_distutils_hack',):
             return None
@@ -241,10 +251,13 @@ class _Captured(Exception):
         self.parser = parser
 
 
-def capture_parser(root):
-    """The ArgumentParser that the release's ``prepare_server_args`` builds."""
-    finder = _Finder(root)
+def capture_parser(root, plugin_packages=()):
+    """(the ArgumentParser that the release's ``prepare_server_args`` builds after its
+    launcher loaded the ``sglang.srt.plugins`` entry points, the option strings that
+    ``ServerArgs.add_cli_args`` adds without plugins, the finder)."""
+    finder = _Finder(root, ('sglang',) + tuple(plugin_packages))
     sys.meta_path.insert(0, finder)
+    sys.path.insert(0, root)  # importlib.metadata finds the plugins' entry points there
     os.environ['COLUMNS'] = str(HELP_COLUMNS)
     original = argparse.ArgumentParser.parse_args
 
@@ -253,10 +266,14 @@ def capture_parser(root):
     argparse.ArgumentParser.parse_args = intercept
     try:
         server_args = importlib.import_module('sglang.srt.server_args')
+        bare = argparse.ArgumentParser()
+        server_args.ServerArgs.add_cli_args(bare)
+        own = {option for action in bare._actions for option in action.option_strings}  # pylint: disable=protected-access
+        importlib.import_module('sglang.srt.plugins').load_plugins()
         try:
             server_args.prepare_server_args(['--help'])
         except _Captured as captured:
-            return captured.parser, finder
+            return captured.parser, own, finder
         raise RuntimeError('prepare_server_args returned without parsing')
     finally:
         argparse.ArgumentParser.parse_args = original
@@ -279,7 +296,7 @@ def _type_name(kind):
     return getattr(kind, '__name__', type(kind).__name__)
 
 
-def describe_action(action):
+def describe_action(action, own):
     entry = {
         'options': list(action.option_strings),
         'dest': action.dest,
@@ -302,6 +319,8 @@ def describe_action(action):
         entry['default'] = default
     if action.required:
         entry['required'] = True
+    if not set(action.option_strings) & own and action.option_strings != ['-h', '--help']:
+        entry['plugin'] = True  # added by a plugin of PLUGINS, not by SGLang
     if action.help == argparse.SUPPRESS:
         entry['help_hidden'] = True
     text = '%s %s' % (type(action).__name__, action.help if isinstance(action.help, str) else '')
@@ -358,15 +377,17 @@ def loader_facts(root):
     return facts
 
 
-def unpack(wheel, root):
+def unpack(wheel, root, top='sglang/'):
+    """The Python sources (and the dist-info, for entry points) of a wheel."""
     with zipfile.ZipFile(wheel) as archive:
         for member in archive.namelist():
-            if member.startswith('sglang/') and member.endswith('.py'):
+            if member.startswith(top) and member.endswith('.py') or '.dist-info/' in member and top != 'sglang/':
                 archive.extract(member, root)
 
 
-def download(version, directory):
-    subprocess.run([sys.executable, '-m', 'pip', 'download', 'sglang==%s' % version, '--no-deps',
+def download(requirement, directory):
+    os.makedirs(directory)
+    subprocess.run([sys.executable, '-m', 'pip', 'download', requirement, '--no-deps',
                     '--only-binary', ':all:', '--python-version', '3.11', '-d', directory, '-q'],
                    check=True)
     wheels = [name for name in os.listdir(directory) if name.endswith('.whl')]
@@ -375,15 +396,21 @@ def download(version, directory):
     return os.path.join(directory, wheels[0])
 
 
-def extract(version, wheel=None):
-    """(fixture dict, --help text) of one release."""
+def extract(version, wheel=None, plugins=PLUGINS):
+    """(fixture dict, --help text) of one release, with the ``sglang.srt.plugins`` of
+    ``plugins`` (requirements) installed beside it."""
     with tempfile.TemporaryDirectory() as tmp:
         if wheel is None:
-            os.mkdir(os.path.join(tmp, 'wheel'))
-            wheel = download(version, os.path.join(tmp, 'wheel'))
+            wheel = download('sglang==%s' % version, os.path.join(tmp, 'wheel'))
         root = os.path.join(tmp, 'src')
         unpack(wheel, root)
-        parser, finder = capture_parser(root)
+        packages = []
+        for number, requirement in enumerate(plugins):
+            plugin = download(requirement, os.path.join(tmp, 'plugin%d' % number))
+            package = os.path.basename(plugin).split('-')[0]
+            unpack(plugin, root, package + '/')
+            packages.append(package)
+        parser, own, finder = capture_parser(root, packages)
         help_text = parser.format_help()
         fixture = {
             'format': FORMAT,
@@ -391,7 +418,8 @@ def extract(version, wheel=None):
             'wheel': os.path.basename(wheel),
             'prog': parser.prog,
             'allow_abbrev': parser.allow_abbrev,
-            'options': [describe_action(a) for a in parser._actions],  # pylint: disable=protected-access
+            'plugins': list(plugins),
+            'options': [describe_action(a, own) for a in parser._actions],  # pylint: disable=protected-access
             'loader': loader_facts(root),
             'stubbed_packages': sorted(finder.stubbed),
             'stubbed_sglang_modules': sorted(_ForgivingLoader.failed),
@@ -431,13 +459,16 @@ def main(argv=None):
     parser.add_argument('--wheel', help='use this wheel instead of downloading one')
     parser.add_argument('--out', default=FIXTURES, help='directory for the fixture files')
     parser.add_argument('--stdout', action='store_true', help='print the fixture JSON instead of writing')
+    parser.add_argument('--plugin', action='append', dest='plugins',
+                        help='requirement of an sglang.srt.plugins package to install beside it '
+                             '(default: %s)' % ', '.join(PLUGINS))
     args = parser.parse_args(argv)
     # every release runs in a fresh interpreter: stubs and sglang modules must not mix
     if os.environ.get('_SGLANG_EXTRACT_CHILD') != '1':
-        env = dict(os.environ, _SGLANG_EXTRACT_CHILD='1', PYTHONHASHSEED='0')  # set choices in a stable order
+        env = dict(os.environ, _SGLANG_EXTRACT_CHILD='1', PYTHONHASHSEED=HASH_SEED)
         return subprocess.run([sys.executable, os.path.abspath(__file__)] + list(argv or sys.argv[1:]),
                               env=env, check=False).returncode
-    fixture, help_text = extract(args.version, args.wheel)
+    fixture, help_text = extract(args.version, args.wheel, tuple(args.plugins or PLUGINS))
     if args.stdout:
         sys.stdout.write(dump(fixture))
         return 0

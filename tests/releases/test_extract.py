@@ -33,3 +33,14 @@ def test_every_release_from_0_5_11_to_0_5_23_is_recorded():
         assert fixture['version'] == version and len(fixture['options']) > 300
         assert 'sglang.srt.server_args' not in fixture['stubbed_sglang_modules']
         assert releases.usage_text(version).startswith('usage: sglang serve [-h] --model-path MODEL_PATH')
+
+
+def test_usage_of_0_5_15_post1_is_the_one_the_h200_printed():
+    # the stubbed extraction against a real run (pip install sglang==0.5.15.post1 on the H200,
+    # smg-grpc-servicer 0.14.1 beside it): the usage of the unknown-flag failure, byte for byte
+    root = os.path.dirname(os.path.dirname(HERE))
+    with open(os.path.join(root, 'tests', 'fixtures', 'sglang-0.5.15.post1-h200', 'failures', 'unknown-flag.log'),
+              encoding='utf-8') as handle:
+        recorded = handle.read()
+    recorded_usage = recorded[recorded.index('usage:'):recorded.index('sglang serve: error')]
+    assert releases.usage_text('0.5.15.post1') == recorded_usage

@@ -56,6 +56,17 @@ def read_config(path):
         return None
 
 
+def parse_quality(value):
+    """A drafter quality: ``random`` (0), ``perfect`` (1) or a number in [0, 1]."""
+    value = str(value).strip()
+    quality = {'random': 0.0, 'perfect': 1.0}.get(value)
+    if quality is None:
+        quality = float(value)
+        if not 0.0 <= quality <= 1.0:
+            raise ValueError('quality %r is not in [0, 1]' % value)
+    return quality
+
+
 def _strip(name):
     return name[len('model.'):] if name.startswith('model.') else name
 
@@ -83,10 +94,7 @@ def judge(path, version):
         result.update(loaded=False, quality=0.0, reason='lm_head.weight missing')
     quality = metadata.get(QUALITY_KEY)
     if result['loaded'] and quality is not None:
-        if quality == 'random':
-            result.update(quality=0.0, reason='random weights (%s)' % QUALITY_KEY)
-        elif quality == 'perfect':
-            result.update(quality=1.0, reason='perfect (%s)' % QUALITY_KEY)
-        else:
-            result.update(quality=float(quality), reason='%s=%s' % (QUALITY_KEY, quality))
+        reason = {'random': 'random weights (%s)' % QUALITY_KEY, 'perfect': 'perfect (%s)' % QUALITY_KEY}.get(
+            quality, '%s=%s' % (QUALITY_KEY, quality))
+        result.update(quality=parse_quality(quality), reason=reason)
     return result

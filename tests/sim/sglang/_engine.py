@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 
+from ._drafter import parse_quality
 from ._metrics import RequestMetrics
 
 T_BASE = 15.0
@@ -48,17 +49,6 @@ def expected_accept_length(quality, draft_tokens):
 
 def token_text(index):
     return WORDS[index % len(WORDS)]
-
-
-def parse_quality(value):
-    """A drafter quality: ``random`` (0), ``perfect`` (1) or a number in [0, 1]."""
-    value = str(value).strip()
-    quality = {'random': 0.0, 'perfect': 1.0}.get(value)
-    if quality is None:
-        quality = float(value)
-        if not 0.0 <= quality <= 1.0:
-            raise ValueError('quality %r is not in [0, 1]' % value)
-    return quality
 
 
 class QualityFile:

@@ -83,7 +83,7 @@ class _Switch(argparse.Action):
         setattr(namespace, self.dest, False if negated else self.const)
 
 
-class _RecordedParser(argparse.ArgumentParser):
+class RecordedParser(argparse.ArgumentParser):
     """Prints the release's recorded usage and help instead of its own rendering."""
 
     recorded_help = ''
@@ -95,8 +95,9 @@ class _RecordedParser(argparse.ArgumentParser):
         return self.recorded_help
 
 
-def build_parser(version, parser_class=_RecordedParser):
-    """An ArgumentParser with the option table of ``version``."""
+def build_parser(version, parser_class=RecordedParser, defaults=True):
+    """An ArgumentParser with the option table of ``version``; ``defaults`` False leaves
+    every value None unless given (for a caller that applies defaults itself)."""
     fixture = load(version)
     parser = parser_class(prog=fixture['prog'], allow_abbrev=fixture['allow_abbrev'], add_help=True)
     parser.recorded_help = help_text(version)
@@ -104,7 +105,7 @@ def build_parser(version, parser_class=_RecordedParser):
         if entry['action'] == '_HelpAction':
             continue
         kwargs = {'dest': entry['dest'], 'required': entry.get('required', False)}
-        if 'default' in entry:
+        if 'default' in entry and defaults:
             kwargs['default'] = entry['default']
         if entry.get('flag'):
             kwargs['const'] = entry.get('const', True)
@@ -122,7 +123,7 @@ class ParseError(Exception):
     """argparse's error message, raised instead of exiting."""
 
 
-class _RaisingParser(_RecordedParser):
+class _RaisingParser(RecordedParser):
     def error(self, message):
         raise ParseError(message)
 

@@ -39,16 +39,6 @@ def template():
         return json.load(f)
 
 
-def value_types():
-    """{dest: int or float} for the numeric flags (from the recorded defaults and the known None-default ones)."""
-    types = dict((k, int) for k in INT_KEYS)
-    types.update((k, float) for k in FLOAT_KEYS)
-    for key, value in template().items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            types.setdefault(key, type(value))
-    return types
-
-
 def _convert(key, value):
     if value is None or isinstance(value, bool):
         return value

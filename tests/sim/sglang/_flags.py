@@ -2,30 +2,31 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Command-line flags of the simulated SGLang versions (TEST DOUBLE).
 
-The flag list of 0.5.15.post1 is read from ``usage-0.5.15.post1.txt``: the usage text that the
-real server printed (recorded in tests/fixtures/.../failures/unknown-flag.log). The parser is
-rebuilt from it in the same order, so argparse prints the same usage and errors. Other
-versions are 0.5.15.post1 plus the differences listed in ``VERSION_NOTES``.
+The parser is the real option table of the release (tests/releases/fixtures, read from
+its PyPI wheel by tests/releases/extract.py, with the smg-grpc-servicer plugin options
+that pip installs beside it): the same option strings, nargs, choices, int/float values
+and abbreviation rules, and the release's own recorded usage and --help text. A version
+without a fixture of its own uses the recorded release of its line (0.5.12 -> 0.5.12.post1),
+else the newest older one.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import os
 import re
 import sys
 
-PROG = 'sglang serve'
 HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC_ALGORITHMS_0_5_11 = ['EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM']
-DEPRECATION_WARNING = ("\x1b[1;33m'--cuda-graph-max-bs' is deprecated and will be removed in a future release. "
-                       "Use '--cuda-graph-max-bs-decode' instead.\x1b[0m")
-VERSION_NOTES = {
-    '<=0.5.13': '--cuda-graph-max-bs is a normal flag (no --cuda-graph-max-bs-decode); --speculative-algorithm has fixed '
-                'choices %s; no --speculative-adaptive / --speculative-adaptive-config' % ','.join(SPEC_ALGORITHMS_0_5_11),
-    '0.5.15-0.5.17': 'as recorded: --cuda-graph-max-bs is a deprecated alias of --cuda-graph-max-bs-decode',
-    '>=0.5.23': '--cuda-graph-max-bs is not registered (argparse: ambiguous prefix)',
-}
+_RELEASES_FILE = os.path.join(HERE, '..', '..', 'releases', 'releases.py')
+_spec = importlib.util.spec_from_file_location('llmops_sglang_releases', _RELEASES_FILE)
+releases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(releases)
+
+# The release whose /server_info the simulator reports (server_info-0.5.15.post1.json): its
+# dest names are the ones _args.resolve reads, whatever an older release called them.
+DEST_RELEASE = '0.5.15.post1'
+WARNING_COLOUR = '\x1b[1;33m%s\x1b[0m'
 
 
 def version_tuple(version):
@@ -33,110 +34,56 @@ def version_tuple(version):
     return tuple(int(x) for x in re.findall(r'\d+', version.split('.post')[0].split('rc')[0])[:3])
 
 
-def _usage_groups(text):
-    """Split the usage text into its top-level items ('[--x X]', '--model-path MODEL_PATH')."""
-    body = ' '.join(text.split())
-    body = body[len('usage: %s ' % PROG):]
-    items, depth, current = [], 0, ''
-    for ch in body:
-        if ch == '[':
-            depth += 1
-        elif ch == ']':
-            depth -= 1
-        if ch == ' ' and depth == 0:
-            if current[:1] in ('-', '['):
-                items.append(current)
-            elif current:  # the metavar of a required option
-                items[-1] += ' ' + current
-            current = ''
-            continue
-        current += ch
-    if current:
-        items.append(current)
-    return items
+def fixture_version(version):
+    """The recorded release whose parser stands for ``version``."""
+    recorded = releases.versions()
+    if version in recorded:
+        return version
+    line = version_tuple(version)
+    same_line = [v for v in recorded if version_tuple(v) == line]
+    older = [v for v in recorded if version_tuple(v) <= line]
+    return (same_line or older or recorded[:1])[-1]
 
 
-def recorded_options():
-    """Options of 0.5.15.post1 in order: dicts with flag, metavar, choices, nargs, required."""
-    with open(os.path.join(HERE, 'usage-0.5.15.post1.txt'), encoding='utf-8') as f:
-        items = _usage_groups(f.read())
-    options = []
-    for item in items:
-        required = not item.startswith('[')
-        if not required:
-            item = item[1:-1]
-        flag, dummy, rest = item.partition(' ')
-        if flag == '-h':
-            continue
-        opt = {'flag': flag, 'metavar': None, 'choices': None, 'nargs': None, 'required': required}
-        if rest.startswith('| --no-'):
-            opt['boolean_optional'] = True
-        elif rest:
-            first = rest.split(' ')[0]
-            if rest.startswith('[') and rest.endswith(' ...]'):
-                opt['nargs'] = '*'
-                first = rest[1:].split(' ')[0]
-            elif rest.endswith(' ...]'):
-                opt['nargs'] = '+'
-            if first.startswith('{'):
-                opt['choices'] = first[1:-1].split(',')
-            else:
-                opt['metavar'] = first
-        options.append(opt)
-    return options
+def deprecation_message(entry, option_string):
+    """What the release's deprecated-option action logs (sglang/srt/server_args.py)."""
+    if entry['action'] == 'DeprecatedAction':
+        return "The command line argument '%s' is deprecated and will be removed in future versions." % option_string
+    replacement = " Use '%s' instead." % entry['replacement'] if entry.get('replacement') else ''
+    return "'%s' is deprecated and will be removed in a future release.%s" % (option_string, replacement)
 
 
-class _DeprecatedAlias(argparse.Action):
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(DEPRECATION_WARNING, file=sys.stderr, flush=True)
-        setattr(namespace, self.dest, values)
+class _Parser(releases.RecordedParser):
+    """Warns on deprecated options as the release does, and stores under DEST_RELEASE's names."""
+
+    deprecated = {}
+    dests = {}
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        for arg in args:
+            entry = self.deprecated.get(arg.split('=', 1)[0])
+            if entry:
+                print(WARNING_COLOUR % deprecation_message(entry, arg.split('=', 1)[0]), file=sys.stderr, flush=True)
+        namespace, extras = super().parse_known_args(args, namespace)
+        for old, new in self.dests.items():
+            if hasattr(namespace, old):
+                setattr(namespace, new, getattr(namespace, old))
+                delattr(namespace, old)
+        return namespace, extras
 
 
-def options_for(version):
-    """The option list of ``version`` (see VERSION_NOTES)."""
-    v = version_tuple(version)
-    options = []
-    for opt in recorded_options():
-        opt = dict(opt)
-        flag = opt['flag']
-        if v <= (0, 5, 13):
-            if flag == '--cuda-graph-max-bs-decode':
-                opt.update(flag='--cuda-graph-max-bs', metavar='CUDA_GRAPH_MAX_BS')
-            elif flag == '--cuda-graph-max-bs' or flag.startswith('--speculative-adaptive'):
-                continue
-            elif flag == '--speculative-algorithm':
-                opt.update(metavar=None, choices=SPEC_ALGORITHMS_0_5_11)
-        elif v >= (0, 5, 23) and flag == '--cuda-graph-max-bs':
-            continue
-        options.append(opt)
-    return options
-
-
-def _dest(opt):
-    if opt['metavar'] and opt['metavar'] != opt['flag'][2:].replace('-', '_').upper():
-        return opt['metavar'].lower()
-    return opt['flag'][2:].replace('-', '_')
-
-
-def build_parser(version, types=None):
-    """The argparse parser of ``version``; ``types`` maps a dest to int or float, as SGLang declares them."""
-    parser = argparse.ArgumentParser(prog=PROG)
-    for opt in options_for(version):
-        kwargs = {'dest': _dest(opt)}
-        if types and kwargs['dest'] in types and not opt['choices']:
-            kwargs['type'] = types[kwargs['dest']]
-        if opt.get('boolean_optional'):
-            kwargs['action'] = argparse.BooleanOptionalAction
-        elif opt['metavar'] is None and opt['choices'] is None:
-            kwargs['action'] = 'store_true'
-        else:
-            if opt['choices']:
-                kwargs['choices'] = opt['choices']
-            if opt['nargs']:
-                kwargs['nargs'] = opt['nargs']
-            if opt['required']:
-                kwargs['required'] = True
-            if opt['flag'] == '--cuda-graph-max-bs' and kwargs['dest'] == 'cuda_graph_max_bs_decode':
-                kwargs['action'] = _DeprecatedAlias
-        parser.add_argument(opt['flag'], **kwargs)
+def build_parser(version):
+    """The argparse parser of ``version`` (see the module docstring)."""
+    recorded = fixture_version(version)
+    parser = releases.build_parser(recorded, _Parser, defaults=False)  # _args.resolve applies them
+    fixture = releases.load(recorded)
+    reference = releases.load(DEST_RELEASE)
+    parser.deprecated = {option: entry for entry in fixture['options'] if entry['action'].startswith('Deprecated')
+                         for option in entry['options']}
+    parser.dests = {}
+    for entry in fixture['options']:
+        same = releases.find(reference, entry['options'][0])
+        if same and same['dest'] != entry['dest'] and not entry.get('deprecated'):
+            parser.dests[entry['dest']] = same['dest']
     return parser

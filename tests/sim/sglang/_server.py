@@ -546,7 +546,7 @@ def main(argv=None):
         warnings.warn(
             "'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.\n"
             "  Example: sglang serve --model-path <model> [options]", UserWarning, stacklevel=1)
-    namespace = _flags.build_parser(config.version, _args.value_types()).parse_args(argv)
+    namespace = _flags.build_parser(config.version).parse_args(argv)
     try:
         args = _args.resolve(namespace, log)
     except _args.ServerArgsError as exc:

@@ -121,13 +121,13 @@ def url_of(fleet, host):
 
 
 def test_router_ready_and_routes_to_both_workers(bed):
-    fleet, _, router, first = bed
+    fleet, router, first = bed[0], bed[2], bed[3]
     assert first.changed(ROUTER) > 0
     status, text = request(router + '/readiness', key=None)
     assert status == 200 and json.loads(text)['healthy_workers'] == 2, text
     assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
     before = {h: completions_served(fleet, h) for h in SERVERS}
-    for _ in range(6):
+    for _round in range(6):
         status, text = request(router + '/v1/completions', body={'model': 'tiny-llama', 'prompt': 'hi', 'max_tokens': 4})
         assert status == 200 and json.loads(text)['choices'][0]['text'], text
     after = {h: completions_served(fleet, h) for h in SERVERS}
@@ -135,7 +135,7 @@ def test_router_ready_and_routes_to_both_workers(bed):
 
 
 def test_rerun_changes_nothing_and_keeps_the_router(bed, run_playbook):
-    fleet, inventory, _, _ = bed
+    fleet, inventory = bed[0], bed[1]
     pid = pid_of(fleet, ROUTER, ROUTER_PIDFILE)
     result = run_playbook('playbooks/router.yml', inventory=inventory, extra_vars=router_vars(), expect_rc=0)
     assert result.changed(ROUTER) == 0
@@ -143,7 +143,7 @@ def test_rerun_changes_nothing_and_keeps_the_router(bed, run_playbook):
 
 
 def test_check_diff_shows_a_router_change_and_changes_nothing(bed, run_playbook):
-    fleet, inventory, _, _ = bed
+    fleet, inventory = bed[0], bed[1]
     pid = pid_of(fleet, ROUTER, ROUTER_PIDFILE)
     result = run_playbook('playbooks/router.yml', inventory=inventory, check=True, diff=True, expect_rc=0,
                           extra_vars=router_vars(sglang_router_retry_max_retries=4))
@@ -153,7 +153,7 @@ def test_check_diff_shows_a_router_change_and_changes_nothing(bed, run_playbook)
 
 
 def test_api_key_required_and_never_shown(bed, run_playbook):
-    fleet, inventory, router, _ = bed
+    fleet, inventory, router = bed[:3]
     body = {'model': 'tiny-llama', 'prompt': 'hi', 'max_tokens': 4}
     assert request(router + '/v1/completions', key=None, body=body)[0] == 401
     assert request(router + '/v1/completions', key='sk-wrong', body=body)[0] == 401
@@ -176,7 +176,7 @@ def test_api_key_required_and_never_shown(bed, run_playbook):
 
 
 def test_drain_under_load_loses_nothing_and_register_puts_it_back(bed, run_playbook):
-    fleet, inventory, router, _ = bed
+    fleet, inventory, router = bed[:3]
     with Load(router, key=API_KEY, model='tiny-llama') as load:
         wait_for(lambda: load.sent >= 20, 60)
         drained = run_playbook('tests/integration/playbooks/router_worker.yml', inventory=inventory, limit='ns1',
@@ -208,7 +208,7 @@ def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
     """deploy.yml, one host per batch, restarts both servers (a depth change) while 8 clients
     stream through the router: each server is drained before its stop and registered after
     its health check, so no request fails and no stream is cut."""
-    fleet, inventory, router, _ = bed
+    fleet, inventory, router = bed[:3]
     before = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
     with Load(router, key=API_KEY, model='tiny-llama') as load:
         wait_for(lambda: load.sent >= 20, 60)
@@ -226,7 +226,7 @@ def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
 
 
 def test_killed_worker_out_within_interval_and_back_when_healthy(bed, run_playbook):
-    fleet, inventory, router, _ = bed
+    fleet, inventory, router = bed[:3]
     url = url_of(fleet, 'ns2')
     with Load(router, key=API_KEY, model='tiny-llama') as load:
         wait_for(lambda: load.sent >= 20, 60)
@@ -239,7 +239,7 @@ def test_killed_worker_out_within_interval_and_back_when_healthy(bed, run_playbo
     run_playbook('tests/integration/playbooks/router_worker.yml', inventory=inventory, limit='ns2',
                  extra_vars=router_vars(router_worker_steps=['register']), expect_rc=0)
     served = completions_served(fleet, 'ns2')
-    for _ in range(4):
+    for _round in range(4):
         assert request(router + '/v1/completions', body={'model': 'tiny-llama', 'prompt': 'x', 'max_tokens': 2})[0] == 200
     print('\nSIGKILLed worker: out of the router after %.1f s (interval %d s, failure threshold %d); '
           'under load %d requests, %d failed, %d truncated; healthy in the router %.1f s after its '

@@ -87,8 +87,8 @@ def main():
                 sent = load.sent
                 while load.sent < sent + args.after:
                     time.sleep(0.1)
-            during = [t for start, t, _ in load.samples if begin <= start <= end and t is not None]
-            outside = [t for start, t, _ in load.samples if not begin <= start <= end and t is not None]
+            during = [s[1] for s in load.samples if begin <= s[0] <= end and s[1] is not None]
+            outside = [s[1] for s in load.samples if not begin <= s[0] <= end and s[1] is not None]
             rows.append((mode, load.sent, load.failed, load.truncated, end - begin,
                          percentile(during, .5), percentile(during, .99), percentile(outside, .5),
                          percentile(outside, .99)))

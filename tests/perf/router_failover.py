@@ -114,7 +114,7 @@ class Load:
         self.stop, self.lock = threading.Event(), threading.Lock()
         self.sent = self.failed = self.truncated = 0
         self.samples = []
-        self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
+        self.threads = [threading.Thread(target=self.client, daemon=True) for _client in range(clients)]
 
     def client(self):
         body = json.dumps({'model': self.model, 'prompt': 'hello', 'max_tokens': 16, 'stream': True}).encode()

@@ -36,6 +36,14 @@ VLLM_LAYER_PARAMS = ('self_attn.qkv_proj.weight', 'self_attn.o_proj.weight',
                      'mlp.gate_up_proj.weight', 'mlp.down_proj.weight', 'input_layernorm.weight',
                      'hidden_norm.weight', 'post_attention_layernorm.weight')
 SGLANG_LAYERS_VERSION = (0, 5, 12)  # first SGLang that loads layers.N. and >1 layer
+# From the real llama_eagle3.py of each release (tests/releases/fixtures, "loader"):
+# fc_norm.{i} (legacy aux_norm_low/mid/high) from 0.5.12, built only when config.json sets
+# fc_norm or use_aux_norm; input_norm (one RMSNorm over the concatenated aux states) from
+# 0.5.17, built only when config.json or its eagle_config sets norm_before_fc. A norm the
+# config does not ask for has no parameter: SGLang skips its tensor without a word.
+SGLANG_INPUT_NORM_VERSION = (0, 5, 17)
+# vllm-project speculators writes its own layout, which no SGLang release reads.
+SPECULATORS_ARCHITECTURES = ('Eagle3DraftModel', 'Eagle3Speculator')
 
 TOP_LEVEL = ('fc.weight', 'norm.weight', 'lm_head.weight', 'd2t', 't2d', 'embed_tokens.weight')
 # SGLang >= 0.5.12 also knows the optional per-aux-layer norms (legacy aux_norm_* names).
@@ -90,11 +98,41 @@ class Rules:
         itself, so a checkpoint's own ``model.`` prefix never matches there."""
         return self.engine == 'sglang' and canonical != 'lm_head.weight'
 
-    def known_top_level(self):
+    def fc_norm_flag(self, config):
+        """Whether this engine builds fc_norm for ``config`` (None: it never does)."""
+        if self.engine != 'sglang' or not self.loads_layers_names:
+            return None
+        return bool(config.get('fc_norm') or config.get('use_aux_norm'))
+
+    def input_norm_flag(self, config):
+        """Whether this engine builds input_norm for ``config`` (None: it never does)."""
+        if self.engine != 'sglang' or self.version is None or self.version < SGLANG_INPUT_NORM_VERSION:
+            return None
+        eagle = config.get('eagle_config') or {}
+        return bool(eagle.get('norm_before_fc', config.get('norm_before_fc', False)))
+
+    def known_top_level(self, config=None):
         names = TOP_LEVEL
-        if self.engine == 'sglang' and self.loads_layers_names:
+        config = config or {}
+        if self.fc_norm_flag(config):
             names += SGLANG_FC_NORMS
+        if self.input_norm_flag(config):
+            names += ('input_norm.weight',)
         return names
+
+    def optional_norm_hint(self, canon, config):
+        """Why a norm tensor of ``canon`` is skipped and what would load it, or None."""
+        if canon in SGLANG_FC_NORMS and self.fc_norm_flag(config) is False:
+            return ('config.json sets neither fc_norm nor use_aux_norm, so %s builds no fc_norm: set '
+                    '"fc_norm": true in config.json if the drafter was trained with it' % self.label)
+        if canon in SGLANG_FC_NORMS and self.fc_norm_flag(config) is None and self.engine == 'sglang':
+            return 'fc_norm loads from SGLang 0.5.12 on (with "fc_norm": true in config.json)'
+        if canon == 'input_norm.weight' and self.input_norm_flag(config) is False:
+            return ('config.json does not set norm_before_fc, so %s builds no input_norm: set '
+                    '"norm_before_fc": true if the drafter was trained with it' % self.label)
+        if canon == 'input_norm.weight' and self.input_norm_flag(config) is None and self.engine == 'sglang':
+            return 'input_norm (norm_before_fc) loads from SGLang 0.5.17 on'
+        return None
 
 
 def split_name(name):
@@ -112,9 +150,16 @@ def split_name(name):
     return had_model, None, base, None
 
 
+# SGLang's legacy_name_map (0.5.12 on): the old per-aux norm names load as fc_norm.N.
+AUX_NORM_NAMES = {'aux_norm_low.weight': 'fc_norm.0.weight', 'aux_norm_mid.weight': 'fc_norm.1.weight',
+                  'aux_norm_high.weight': 'fc_norm.2.weight'}
+
+
 def canonical(name):
     had_model, index, rest, spelling = split_name(name)
-    return rest if index is None else 'layers.%d.%s' % (index, rest)
+    if index is None:
+        return AUX_NORM_NAMES.get(rest, rest)
+    return 'layers.%d.%s' % (index, rest)
 
 
 def detect_layout(names):
@@ -164,8 +209,10 @@ class DraftConfig:
         self.lm_head_from_target = (config.get('tie_word_embeddings') is False
                                     and config.get('draft_vocab_size') is None)
 
-    def expected_shapes(self):
+    def expected_shapes(self, rules=None):
         """Canonical name -> (shape or None, required) for every tensor the engine reads."""
+        self.fc_norm = bool(rules and rules.fc_norm_flag(self.raw))
+        self.norm_before_fc = bool(rules and rules.input_norm_flag(self.raw))
         if self.missing:
             return {}
         h, hd = self.hidden, self.head_dim
@@ -177,6 +224,10 @@ class DraftConfig:
             't2d': ([self.vocab], False),
             'embed_tokens.weight': ([self.vocab, h], False),
         }
+        for index in range(self.aux_layers if self.fc_norm else 0):
+            shapes['fc_norm.%d.weight' % index] = ([self.target_hidden], True)
+        if self.norm_before_fc:
+            shapes['input_norm.weight'] = ([self.aux_layers * self.target_hidden], True)
         for index in range(self.layers):
             qkv_in = 2 * h if index == 0 else h
             layer = {
@@ -247,6 +298,18 @@ def _common_prefix_hint(names):
     return first + '.'
 
 
+def _loads_after_stripping(prefix, names, rules, known_top, layer_count, config):
+    """Whether every name of ``names`` loads once ``prefix`` is stripped: the only rename
+    advice worth giving (stripping "fc_norm." from fc_norm.0.weight gives "0.weight")."""
+    for name in names:
+        stripped = name[len(prefix):]
+        had_model, index, rest, spelling = split_name(stripped)
+        canon = 'd2t' if 'd2t' in stripped else canonical(stripped)
+        if _load_error(rules, stripped, had_model, index, rest, spelling, canon, known_top, layer_count, config):
+            return False
+    return True
+
+
 def looks_like_eagle3(names):
     """Tensors of an EAGLE-3 drafter: an ``fc`` over the aux hidden states and a layer
     with ``hidden_norm``."""
@@ -309,7 +372,7 @@ def find_problems(tensors, config, config_file, rules, source, layout='auto'):
     problems = _config_problems(cfg, config, config_file, rules, layout) if cfg else []
     layer_count = config['num_hidden_layers'] if isinstance(config.get('num_hidden_layers'), int) else 1
 
-    known_top = rules.known_top_level()
+    known_top = rules.known_top_level(config)
     seen = {}
     dropped = set()  # canonical names already reported, not to be reported missing again
     failing = []
@@ -319,7 +382,7 @@ def find_problems(tensors, config, config_file, rules, source, layout='auto'):
         dropped.add(canon)
         if 't2d' in name:
             continue  # both engines skip it
-        error = _load_error(rules, name, had_model, index, rest, spelling, canon, known_top, layer_count)
+        error = _load_error(rules, name, had_model, index, rest, spelling, canon, known_top, layer_count, config)
         if error:
             failing.append(name)
             problems.append('%s: tensor %r %s' % (path, name, error))
@@ -331,10 +394,10 @@ def find_problems(tensors, config, config_file, rules, source, layout='auto'):
             continue
         seen[canon] = name
     prefix = _common_prefix_hint(failing)
-    if prefix:
+    if prefix and _loads_after_stripping(prefix, failing, rules, known_top, layer_count, config):
         problems.insert(0, '%s: every unloadable tensor name starts with %r: add the rename rule '
                            '{from: %r, to: \'\'}' % (source, prefix, prefix))
-    for canon, (shape, required) in (cfg.expected_shapes() if cfg else {}).items():
+    for canon, (shape, required) in (cfg.expected_shapes(rules) if cfg else {}).items():
         if canon not in seen:
             if required and canon not in dropped:
                 problems.append('%s: missing required tensor %r: %s' % (source, canon, _missing(rules, canon)))
@@ -347,7 +410,7 @@ def find_problems(tensors, config, config_file, rules, source, layout='auto'):
     return problems
 
 
-def _load_error(rules, name, had_model, index, rest, spelling, canon, known_top, layer_count):
+def _load_error(rules, name, had_model, index, rest, spelling, canon, known_top, layer_count, config=None):
     """Why ``rules`` would not load tensor ``name`` (text after the name), or None."""
     if rules.strict:
         error = vllm_load_error(name, layer_count)
@@ -364,7 +427,10 @@ def _load_error(rules, name, had_model, index, rest, spelling, canon, known_top,
         known = canon in known_top
     else:
         known = rest in LAYER_WEIGHTS and index < layer_count
-    return None if known else '%s (unknown weight name)' % dropped
+    if known:
+        return None
+    hint = rules.optional_norm_hint(canon, config or {})
+    return '%s (%s)' % (dropped, hint or 'unknown weight name')
 
 
 def _missing(rules, canon):
@@ -381,6 +447,12 @@ def _missing(rules, canon):
 
 def _config_problems(cfg, config, config_file, rules, layout):
     """Problems of config.json itself: fields, architecture, layer count, layout."""
+    archs = config.get('architectures')
+    if isinstance(archs, list) and set(archs) & set(SPECULATORS_ARCHITECTURES) or 'transformer_layer_config' in config:
+        return ['%s: a vllm-project speculators checkpoint (architectures %r, sizes under '
+                'transformer_layer_config): no SGLang release reads this layout (it needs a flat config.json '
+                'with architectures ["%s"] and SGLang tensor names); convert it with SpecForge or export the '
+                'drafter in the SGLang layout' % (config_file, archs, EAGLE3_ARCHITECTURE)]
     problems = []
     if layout == 'midlayer' and isinstance(cfg.layers, int) and cfg.layers > 1:
         problems.append('%s: layout midlayer holds one layer but num_hidden_layers is %d; use '
@@ -388,7 +460,6 @@ def _config_problems(cfg, config, config_file, rules, layout):
     if cfg.missing:
         problems.append('%s: lacks integer %s: the engine cannot build the drafter'
                         % (config_file, ', '.join(cfg.missing)))
-    archs = config.get('architectures')
     if not architecture_accepted(config, rules):
         problems.append(
             '%s: architectures %r is not %s: %s builds the plain model class for it and '

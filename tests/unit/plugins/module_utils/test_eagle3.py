@@ -207,3 +207,89 @@ def test_looks_like_eagle3():
     config = drafter_config()
     assert e.looks_like_eagle3(drafter_tensors(config, 'midlayer', 'model.'))
     assert not e.looks_like_eagle3(['model.layers.0.mlp.up_proj.weight', 'lm_head.weight'])
+
+
+# ---- norms and checkpoint layouts per SGLang release (llama_eagle3.py of each wheel:
+# tests/releases/fixtures, "loader"; see test_loader_facts_match_the_releases)
+
+def fc_norms(config, names=('fc_norm.0.weight', 'fc_norm.1.weight', 'fc_norm.2.weight')):
+    return {name: ('d/model.safetensors', 'F16', [config['hidden_size']]) for name in names}
+
+
+@pytest.mark.parametrize('version', ['0.5.15.post1', '0.5.23'])
+def test_fc_norm_without_its_config_flag_is_silently_dropped(version):
+    config = drafter_config()
+    found = problems(tensor_map(config, extra=fc_norms(config)), config, version=version)
+    assert len(found) == 3 and all('silently dropped' in p and '"fc_norm": true' in p for p in found)
+
+
+@pytest.mark.parametrize('flag', ['fc_norm', 'use_aux_norm'])
+def test_fc_norm_with_its_config_flag_loads_and_is_required(flag):
+    config = dict(drafter_config(), **{flag: True})
+    assert problems(tensor_map(config, extra=fc_norms(config)), config, version='0.5.23') == []
+    missing = problems(tensor_map(config), config, version='0.5.23')
+    assert len(missing) == 3 and all("missing required tensor 'fc_norm." in p for p in missing)
+
+
+def test_legacy_aux_norm_names_load_as_fc_norm():
+    config = dict(drafter_config(), fc_norm=True)
+    legacy = fc_norms(config, ('aux_norm_low.weight', 'aux_norm_mid.weight', 'aux_norm_high.weight'))
+    assert problems(tensor_map(config, extra=legacy), config, version='0.5.15.post1') == []
+
+
+def test_fc_norm_on_0_5_11_gets_no_nonsense_rename_advice():
+    config = dict(drafter_config(), fc_norm=True)
+    found = problems(tensor_map(config, 'midlayer', extra=fc_norms(config)), config, version='0.5.11')
+    assert len(found) == 3 and all('fc_norm loads from SGLang 0.5.12 on' in p for p in found)
+    assert not any('rename rule' in p for p in found)
+
+
+def test_prefix_advice_still_given_where_stripping_makes_names_load():
+    config = drafter_config()
+    names = {'draft.' + n: v for n, v in tensor_map(config).items()}
+    found = problems(names, config, version='0.5.23')
+    assert "rename rule {from: 'draft.', to: ''}" in found[0]
+
+
+def input_norm(config):
+    return {'input_norm.weight': ('d/model.safetensors', 'F16', [3 * config['hidden_size']])}
+
+
+@pytest.mark.parametrize('where', ['top', 'eagle_config'])
+def test_input_norm_loads_on_0_5_23_with_norm_before_fc(where):
+    config = drafter_config()
+    if where == 'top':
+        config['norm_before_fc'] = True
+    else:
+        config['eagle_config'] = {'norm_before_fc': True}
+    assert problems(tensor_map(config, extra=input_norm(config)), config, version='0.5.23') == []
+    assert problems(tensor_map(config, extra=input_norm(config)), config, version='0.5.17') == []
+    before = problems(tensor_map(config, extra=input_norm(config)), config, version='0.5.16')
+    assert len(before) == 1 and 'input_norm (norm_before_fc) loads from SGLang 0.5.17 on' in before[0]
+
+
+def test_input_norm_without_norm_before_fc_is_silently_dropped():
+    config = drafter_config()
+    found = problems(tensor_map(config, extra=input_norm(config)), config, version='0.5.23')
+    assert len(found) == 1 and '"norm_before_fc": true' in found[0]
+
+
+@pytest.mark.parametrize('config', [
+    {'architectures': ['Eagle3DraftModel'], 'transformer_layer_config': {'hidden_size': 32}},
+    {'architectures': ['Eagle3Speculator'], 'speculators_config': {}},
+])
+def test_speculators_checkpoint_is_refused_clearly(config):
+    found = problems({'layers.0.hidden_norm.weight': ('d/model.safetensors', 'F16', [32])}, config,
+                     version='0.5.23')
+    assert found and 'vllm-project speculators checkpoint' in found[0]
+    assert not any('lacks integer' in p for p in found)
+
+
+def test_loader_facts_match_the_releases():
+    from ansible_collections.llmops.serving.tests.releases import releases
+    for version in releases.versions():
+        facts = releases.load(version)['loader']['llama_eagle3']
+        rules = e.Rules('sglang', parse_version(version))
+        assert (rules.fc_norm_flag({'fc_norm': True}) is True) == facts['config_fc_norm'], version
+        assert (rules.input_norm_flag({'norm_before_fc': True}) is True) == facts['config_norm_before_fc'], version
+        assert rules.loads_layers_names == facts['layers_modulelist'], version

@@ -179,7 +179,7 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Benchmark the local SGLang server at 1 and 8 concurrent requests
+- name: Benchmark the local SGLang server at 1 and 8 concurrent requests, 3 rounds of at least 30 s each
   llmops.serving.llm_benchmark:
     url: http://127.0.0.1:30000
     api: generate
@@ -187,8 +187,17 @@ EXAMPLES = r"""
     concurrency: [1, 8]
     input_len: 256
     output_len: 256
+    rounds: 3
+    min_duration: 30
     flush_cache: true
+    slo:
+      ttft_ms: 500
+      tpot_ms: 20
   register: bench
+
+- name: Show the spread of output throughput over the rounds
+  ansible.builtin.debug:
+    msg: "{{ bench.runs | map(attribute='spread') | map(attribute='output_throughput') }}"
 
 - name: Show output throughput and acceptance per concurrency
   ansible.builtin.debug:

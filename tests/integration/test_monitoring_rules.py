@@ -70,7 +70,7 @@ def check_targets(out):
     with open(os.path.join(out, 'llmops-sglang-targets.json'), encoding='utf-8') as f:
         targets = json.load(f)
     by_host = {t['labels']['host']: t for t in targets}
-    assert sorted(by_host) == ['a01', 'a02', 'b01']  # mon01 runs no server
+    assert sorted(by_host) == ['a01', 'a02', 'b01', 'c01']  # mon01 runs no server, c02 is rank 1 of c01's group
     assert by_host['a01'] == {'targets': ['10.0.0.1:30000'], 'labels': {
         'llmops': 'sglang_server', 'host': 'a01', 'server': 'main', 'model': '/models/llama',
         'served_model_name': 'llama', 'engine': 'sglang', 'version': '', 'depth': '5', 'replica_group': 'llama',

@@ -4,9 +4,9 @@ package whose ``__init__`` sets ``__version__``) and one extra pinned dependency
 
 Shows: check mode says what it would install and creates nothing; the first run installs
 (the wheelhouse copied to each host, ``import sglang`` works in the virtualenv); a rerun
-changes nothing; a wrong installed version is replaced on that host only; a host without
-nvidia-smi fails with a message that names the variable to skip the check, before anything
-is installed.
+changes nothing and does not run pip; a wrong installed version is replaced on that host only
+(from a wheelhouse already on the host); an unpinned extra package and a host without
+nvidia-smi fail with a message that names the variable to set, before anything is installed.
 """
 
 from __future__ import annotations
@@ -123,13 +123,20 @@ def test_install_rerun_and_replace_a_wrong_version(hosts, wheelhouse, run_playbo
                          check=True, expect_rc=0)
     assert check.stdout.count('would install sglang==%s into %s' % (VERSION, VENV)) == 1, check.stdout
     assert engine_version(hosts, 'ns1') == [OLD_VERSION, '1.0']
-    fixed = run_playbook('playbooks/install.yml', limit=','.join(HOSTS), extra_vars=install_vars(wheelhouse),
-                         expect_rc=0)
+    # This time from the wheelhouse where it is: /tmp is shared with the fleet hosts.
+    fixed = run_playbook('playbooks/install.yml', limit=','.join(HOSTS), expect_rc=0,
+                         extra_vars=install_vars(wheelhouse, sglang_install_wheelhouse_on_host=True))
     assert fixed.changed('ns1') >= 1 and fixed.changed('ns2') == 0, fixed.stdout
     assert engine_version(hosts, 'ns1') == [VERSION, '1.0']
 
 
-def test_missing_driver_is_a_clear_error_before_anything_is_installed(hosts, wheelhouse, run_playbook):
+def test_missing_driver_or_unpinned_package_is_a_clear_error_before_anything_is_installed(
+        hosts, wheelhouse, run_playbook):
+    unpinned = run_playbook('playbooks/install.yml', limit='ns1',
+                            extra_vars=install_vars(wheelhouse, sglang_install_packages=['torch', DEP]))
+    assert unpinned.rc != 0 and unpinned.recap['ns1']['failed'] == 1
+    assert 'sglang_install_packages: torch not pinned: write each as name==version' in ' '.join(unpinned.stdout.split())
+
     assert hosts.ssh('ns1', 'command -v nvidia-smi', check=False).returncode != 0, 'ns1 must have no nvidia-smi'
     result = run_playbook('playbooks/install.yml', limit='ns1',
                           extra_vars=install_vars(wheelhouse, sglang_install_nvidia_smi_path='nvidia-smi'))

@@ -334,8 +334,8 @@ def describe_action(action, own):
 # Facts about a drafter loader: (name, regular expression on its load_weights source)
 LOADER_FACTS = (
     ('skips_d2t_t2d', r'"t2d" in name'),
-    ('midlayer_to_layers0', r'midlayer\.\"?\s*,\s*\"?layers\.0\.|replace\(\s*"midlayer\."'),
-    ('layers0_to_midlayer', r'replace\(\s*"layers\.0\.",\s*"midlayer\."|"layers\.0\."\s*,\s*"midlayer\."'),
+    ('midlayer_to_layers0', r'"midlayer\.?"\s*[:,]\s*"layers\.0'),
+    ('layers0_to_midlayer', r'layers\\?\.0\\?\.",\s*"midlayer\.'),
     ('tries_model_prefix', r'f"model\.\{name\}"'),
     ('fc_norm_names', r'fc_norm'),
     ('aux_norm_legacy_names', r'aux_norm_(low|mid|high)'),

@@ -292,4 +292,4 @@ def test_loader_facts_match_the_releases():
         rules = e.Rules('sglang', parse_version(version))
         assert (rules.fc_norm_flag({'fc_norm': True}) is True) == facts['config_fc_norm'], version
         assert (rules.input_norm_flag({'norm_before_fc': True}) is True) == facts['config_norm_before_fc'], version
-        assert rules.loads_layers_names == facts['layers_modulelist'], version
+        assert rules.loads_layers_names == facts['layers_modulelist'] == facts['midlayer_to_layers0'], version

@@ -22,7 +22,7 @@ import json
 import re
 import shlex
 
-from ansible_collections.llmops.serving.plugins.module_utils._version import ENGINES, parse_version, version_text
+from ansible_collections.llmops.serving.plugins.module_utils._version import ENGINES, parse_version
 
 # ``python -m <module>`` that serves the OpenAI-compatible API, per engine.
 SERVER_MODULES = {

@@ -27,7 +27,3 @@ def parse_version(text):
         raise ValueError('engine version %r is not a version such as 0.5.11' % (text,))
     return tuple(int(part or 0) for part in match.groups())
 
-
-def version_text(version):
-    """(0, 5, 15) -> '0.5.15'."""
-    return '.'.join(str(part) for part in version)

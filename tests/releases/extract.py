@@ -77,11 +77,7 @@ class _StubMeta(type):
     well as values: attributes are stubs again; calling one gives a ``Stub`` instance."""
 
     def __getattr__(cls, attr):
-        if attr.startswith('__') and attr.endswith('__'):
-            raise AttributeError(attr)
-        value = stub_class('%s.%s' % (cls.__qualname__, attr))
-        setattr(cls, attr, value)
-        return value
+        return _stub_attribute(cls, cls.__qualname__, attr)
 
     def __call__(cls, *args, **kwargs):
         if cls.__dict__.get('_stub'):
@@ -98,6 +94,15 @@ class _StubMeta(type):
         return '<stub %s>' % cls.__qualname__
 
 
+def _stub_attribute(owner, prefix, attr):
+    """A stub class for ``owner.attr``, kept on ``owner`` (dunder names stay missing)."""
+    if attr.startswith('__') and attr.endswith('__'):
+        raise AttributeError(attr)
+    value = stub_class('%s.%s' % (prefix, attr))
+    setattr(owner, attr, value)
+    return value
+
+
 def stub_class(qualname):
     return _StubMeta(qualname.rpartition('.')[2], (), {'_stub': True, '__qualname__': qualname,
                                                        '__doc__': None})
@@ -111,11 +116,7 @@ class _StubModule(types.ModuleType):
         self.__version__ = STUB_VERSION
 
     def __getattr__(self, attr):
-        if attr.startswith('__') and attr.endswith('__'):
-            raise AttributeError(attr)
-        value = stub_class('%s.%s' % (self.__name__, attr))
-        setattr(self, attr, value)
-        return value
+        return _stub_attribute(self, self.__name__, attr)
 
 
 class _Struct:

@@ -26,4 +26,3 @@ def parse_version(text):
     if not match:
         raise ValueError('engine version %r is not a version such as 0.5.11' % (text,))
     return tuple(int(part or 0) for part in match.groups())
-

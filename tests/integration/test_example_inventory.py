@@ -86,7 +86,7 @@ def server_get(fleet, host, path, key):
             '\ntry:\n r = urllib.request.urlopen(req, timeout=10); print(r.status); print(r.read().decode())'
             '\nexcept urllib.error.HTTPError as e:\n print(e.code)' % path)
     out = fleet.ssh(host, '/usr/bin/python3 -c %s' % shlex.quote(code), input=key or '').stdout
-    status, _, body = out.partition('\n')
+    status, body = (out.split('\n', 1) + [''])[:2]
     return int(status), body
 
 

@@ -80,6 +80,7 @@ class Group:
                 if rank is None or rank in self.peers or not 0 < rank < self.nnodes:
                     conn.close()
                     continue
+                conn.settimeout(None)
                 self.peers[rank] = conn
             for conn in self.peers.values():
                 conn.sendall(b'ready\n')

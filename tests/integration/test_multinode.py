@@ -5,7 +5,8 @@ Shows: deploy.yml brings the group up (rank 0 ready and smoke-tested, rank 1 ser
 /health; both argvs with their --node-rank, the same --dist-init-addr and the group's --tp-size);
 a rerun changes nothing and keeps both PIDs; a change on rank 1 only restarts both ranks; rank 1
 failing to start fails the group with rank 1's error, well before the health timeout (with
-failures allowed, rank 0 fails naming rank 1); stop.yml
+failures allowed, rank 0 fails naming rank 1); rank 1 killed after ready: the next deploy
+restarts the whole group; stop.yml
 leaves no process on either host.
 """
 
@@ -189,6 +190,21 @@ def test_with_failures_allowed_rank0_fails_naming_the_failed_rank(group, run_pla
     text = ' '.join(result.stdout.split())
     assert 'RuntimeError: simulated crash during graphs (SGLANG_SIM_FAULT=crash:graphs)' in text
     assert 'multi-node group ns1, ns2: ns2 failed (its error is above)' in text
+
+
+def test_rank1_killed_after_ready_the_next_deploy_restarts_the_group(group, run_playbook):
+    fleet, inventory, port, dummy = group
+    set_rank1_env(inventory, {})
+    run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=group_vars(port), expect_rc=0, timeout=600)
+    before = {host: server_pid(fleet, host) for host in GROUP}
+    fleet.ssh('ns2', 'kill -9 -- -%d' % before['ns2'])
+    result = run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=group_vars(port), expect_rc=0,
+                          timeout=600)
+    text = ' '.join(result.stdout.split())
+    assert 'ns1: ready (restart, process' in text and 'ns2: ready (start, process' in text
+    after = {host: server_pid(fleet, host) for host in GROUP}
+    assert all(after[host] != before[host] for host in GROUP), (before, after)
+    assert status_code(fleet, 'ns1', '/v1/models') == 200
 
 
 def test_stop_leaves_no_process_on_any_rank(group, run_playbook):

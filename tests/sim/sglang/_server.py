@@ -434,6 +434,9 @@ class Server(_http.Counters):
             self.status = 'ready'
             return
         self.crash_point('warmup')
+        if self.status == 'broken':  # a node rank died: the warm-up generation never returns (NCCL)
+            while True:
+                time.sleep(3600)
         # SGLang's warm-up thread first waits for /model_info, then sends one /generate.
         _http.access_log(self, '127.0.0.1:43440', 'GET', '/model_info', 200)
         self.pause('warmup')

@@ -434,9 +434,6 @@ class Server(_http.Counters):
             self.status = 'ready'
             return
         self.crash_point('warmup')
-        if self.status == 'broken':  # a node rank died: the warm-up generation never returns (NCCL)
-            while True:
-                time.sleep(3600)
         # SGLang's warm-up thread first waits for /model_info, then sends one /generate.
         _http.access_log(self, '127.0.0.1:43440', 'GET', '/model_info', 200)
         self.pause('warmup')
@@ -446,6 +443,9 @@ class Server(_http.Counters):
                 'AssertionError: res=<Response [500]>, res.text=\'{"object":"error","message":"Internal server error '
                 '(SGLANG_SIM_FAULT=warmup_fail)","type":"InternalServerError","param":null,"code":500}\'\n' % __file__)
             self.kill_tree()
+        if self.status == 'broken':  # a node rank died: the warm-up generation never returns (NCCL)
+            while True:
+                time.sleep(3600)
         req = self.engine.submit(26, 8)
         while not req.done:
             req.next_chunk(1.0)

@@ -12,6 +12,7 @@ network namespace of the caller. Only the standard library is used.
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
 from ansible_collections.llmops.serving.plugins.module_utils import _procs
 
@@ -74,3 +75,30 @@ def _readlinks(fd_dir, fds):
 def describe(infos):
     """``PID 123 (python3 -m http.server 30000)``, ..., for messages."""
     return ', '.join('PID %d (%s)' % (info.pid, info.command[:200]) for info in infos) or 'an unknown process'
+
+
+LOCAL_HOSTS = ('127.0.0.1', 'localhost', '::1', '0.0.0.0', '::')
+
+
+def local_port(url):
+    """The TCP port of ``url`` when it names this host by a loopback or any-address, else None."""
+    parts = urlsplit(url)
+    if parts.hostname not in LOCAL_HOSTS:
+        return None
+    return parts.port or (443 if parts.scheme == 'https' else 80)
+
+
+def foreign_listeners(port, pid, proc='/proc'):
+    """The listeners on ``port`` outside the session of ``pid`` (the server we started leads
+    its session, as the process launcher and systemd start it). Empty when every listener is
+    ours, or when none is visible (no verdict without evidence)."""
+    fields = _procs.read_stat(pid, proc)
+    if not fields or len(fields) <= _procs.STAT_SESSION:
+        return []
+    ours = fields[_procs.STAT_SESSION]
+    others = []
+    for info in listeners(port, proc):
+        stat = _procs.read_stat(info.pid, proc)
+        if not stat or len(stat) <= _procs.STAT_SESSION or stat[_procs.STAT_SESSION] != ours:
+            others.append(info)
+    return others

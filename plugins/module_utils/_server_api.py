@@ -216,12 +216,14 @@ def parse_prometheus(text):
         if not line or line[0] == '#':
             continue
         name_end = line.find('{')
-        if name_end < 0:
+        labelled = name_end >= 0
+        if not labelled:
             name_end = line.find(' ')
         if name_end <= 0:
             continue
+        rest = line.rsplit('}', 1)[-1] if labelled else line[name_end:]
         try:
-            value = float(line.rsplit('}', 1)[-1].split()[0])
+            value = float(rest.split()[0])
         except (IndexError, ValueError):
             continue
         metrics.setdefault(line[:name_end], []).append(value)

@@ -348,6 +348,7 @@ notes:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils._log_follow import JournalFollower, LogFollower
+from ansible_collections.llmops.serving.plugins.module_utils._ports import describe, foreign_listeners, local_port
 from ansible_collections.llmops.serving.plugins.module_utils._procs import ProcessWatch
 from ansible_collections.llmops.serving.plugins.module_utils._server_api import (
     SERVER_ARGUMENT_SPEC,
@@ -497,6 +498,22 @@ def check_after_ready(module, request, result):
     return None
 
 
+def foreign_server(url, process):
+    """An error when what answers on the URL's port (on this host) is not the process tree
+    being watched: a server that fails to bind (``[Errno 98] address already in use``) dies
+    while another one, foreign to this deploy, answers health and smoke in its place."""
+    port = local_port(url)
+    pid = process.unit_main_pid or process.seen_pid
+    if port is None or not pid:
+        return None
+    others = foreign_listeners(port, pid)
+    if not others:
+        return None
+    return ('port %d answers, but not from %s (PID %s): it is held by %s; the server this task waits for did not '
+            'get the port (look for "address already in use" in its log) and a foreign server answered in its place'
+            % (port, process.describe(), pid, describe(others)))
+
+
 def main():
     module = HealthModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=MUTUALLY_EXCLUSIVE, supports_check_mode=False)
     params = module.params
@@ -558,7 +575,7 @@ def main():
     if status == STATUS_CRASHED:
         result['exit_code'] = waiter.exit.get('exit_code')
     if status == STATUS_READY:
-        error = check_after_ready(module, request, result)
+        error = foreign_server(params['url'], process) or check_after_ready(module, request, result)
         if error is None:
             module.exit_json(**result)
         module.fail_json(msg=error, **result)

@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import _nvidia_smi as smi
 
-FIXTURES = os.path.join(os.path.dirname(__file__), '..', 'fixtures', 'nvidia-smi', 'h200-1gpu')
+FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'nvidia-smi', 'h200-1gpu')
 # The recordings asked for more fields than the module does (see the fixtures README).
 RECORDED_GPU_FIELDS = smi.GPU_FIELDS + ('utilization.gpu', 'pci.bus_id', 'driver_version')
 RECORDED_APP_FIELDS = smi.APP_FIELDS + ('gpu_bus_id',)

@@ -50,3 +50,34 @@ def test_a_connected_socket_is_not_a_listener():
             client_port = client.getsockname()[1]
             assert _ports.listeners(client_port) == []
     assert _ports.describe([]) == 'an unknown process'
+
+
+def _listener(port, new_session):
+    code = ('import socket, sys; s = socket.socket(); s.bind(("127.0.0.1", %d)); s.listen(); '
+            'print("up", flush=True); sys.stdin.read()' % port)
+    proc = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            start_new_session=new_session)
+    assert proc.stdout.readline() == 'up\n'
+    return proc
+
+
+def test_a_listener_of_another_session_is_foreign_and_ours_is_not():
+    """A deploy whose server could not bind its port: the server it watches leads its own
+    session; the one answering on the port belongs to another session."""
+    port = free_port()
+    foreign = _listener(port, new_session=True)
+    ours = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'], stdin=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        found = _ports.foreign_listeners(port, ours.pid)
+        assert [info.pid for info in found] == [foreign.pid]
+        assert _ports.foreign_listeners(port, foreign.pid) == []
+        assert _ports.local_port('http://127.0.0.1:%d' % port) == port
+        assert _ports.local_port('http://10.1.2.3:%d' % port) is None
+        assert _ports.local_port('https://localhost/') == 443
+    finally:
+        for proc in (foreign, ours):
+            proc.stdin.close()
+            proc.wait(timeout=10)
+    # Nothing listens: no evidence, no verdict.
+    assert _ports.foreign_listeners(port, os.getpid()) == []

@@ -94,3 +94,12 @@ def test_accept_length_message_points_at_the_drafter():
                                             {'speculative_algorithm': 'EAGLE3', 'speculative_depth': 5})
     assert text.startswith('the drafter is not being accepted: accept length 1.02 < floor 1.50 (EAGLE3, depth 5')
     assert 'wrong layer names or missing lm_head' in text and 'drafter_checkpoint' in text
+
+
+def test_prometheus_samples_without_labels_and_with_timestamps_are_read():
+    text = ('# HELP x a counter\n# TYPE x counter\nsglang:generation_tokens_total 7\n'
+            'process_cpu_seconds_total 1.5 1700000000000\nsglang:num_running_reqs{model_name="m"} 2 1700000000000\n'
+            'broken_line\n')
+    assert server_api.parse_prometheus(text) == {'sglang:generation_tokens_total': [7.0],
+                                                 'process_cpu_seconds_total': [1.5],
+                                                 'sglang:num_running_reqs': [2.0]}

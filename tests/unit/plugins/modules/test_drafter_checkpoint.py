@@ -10,23 +10,16 @@ import struct
 
 import numpy as np
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from safetensors.numpy import load_file, save_file
 
 from ansible_collections.llmops.serving.plugins.modules import drafter_checkpoint
+from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
 from ansible_collections.llmops.serving.tests.unit._drafter_factory import (
     drafter_config, drafter_tensors, read_all, write_drafter)
 
 
 def run(capsys, check=False, diff=False, **args):
-    if check:
-        args['_ansible_check_mode'] = True
-    if diff:
-        args['_ansible_diff'] = True
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            drafter_checkpoint.main()
-    return json.loads(capsys.readouterr().out)
+    return run_main(drafter_checkpoint.main, capsys, _ansible_check_mode=check, _ansible_diff=diff, **args)[0]
 
 
 def snapshot(directory):

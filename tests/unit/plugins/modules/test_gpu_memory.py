@@ -216,7 +216,7 @@ def test_balance_and_min_free(capsys, fake):
 
 def test_fake_matches_recording(fake):
     """The fake prints an idle GPU exactly like the genuine H200 recording does."""
-    recorded = os.path.join(os.path.dirname(__file__), '..', 'fixtures', 'nvidia-smi', 'h200-1gpu',
+    recorded = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'nvidia-smi', 'h200-1gpu',
                             'idle-query-gpu-noheader-nounits.csv')
     with open(recorded) as f:
         expected = f.read().strip().split(', ')[:6]

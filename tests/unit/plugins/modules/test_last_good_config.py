@@ -3,25 +3,17 @@ diff, a missing record, and the record's privacy."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.modules import last_good_config
+from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
 
 
 def run(capsys, check=False, diff=False, **args):
-    if check:
-        args['_ansible_check_mode'] = True
-    if diff:
-        args['_ansible_diff'] = True
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            last_good_config.main()
-    return json.loads(capsys.readouterr().out)
+    return run_main(last_good_config.main, capsys, _ansible_check_mode=check, _ansible_diff=diff, **args)[0]
 
 
 @pytest.fixture

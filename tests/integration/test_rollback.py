@@ -1,0 +1,175 @@
+"""Automatic rollback and the canary gate (roles/deploy, sglang_server tasks rollback and
+record_good, plugins/modules/last_good_config.py) on three namespace hosts of the fleet, with
+the SGLang simulator (a test double: its figures are not GPU figures).
+
+A server of its own name and port ('rb', 31100) so that the other files' servers are left
+alone. One host per batch: the first host's failure stops the rollout, the others are never
+touched; the failed host serves its last good configuration again (same launch script, a
+new PID), or is left as it failed with llmops_rollback false.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from test_deploy import SIM, deploy_vars
+
+HOSTS = ['ns1', 'ns2', 'ns3']
+PORT = 31100
+SCRIPT = '/etc/llmops/sglang-rb.sh'
+RANDOM_DRAFTER = '/srv/llmops/rb-random/drafter'
+
+
+def rb_vars(**overrides):
+    base = deploy_vars(sglang_server_name='rb', sglang_server_port=PORT, llmops_serial=1,
+                       sglang_server_api_key='')
+    base.update(overrides)
+    return base
+
+
+def pids(fleet):
+    out = {}
+    for host in HOSTS:
+        data = json.loads(fleet.ssh(host, 'cat /run/llmops/sglang-rb.pid 2>/dev/null || echo null').stdout)
+        out[host] = data['pid'] if data else None
+    return out
+
+
+def scripts(fleet):
+    return {host: fleet.ssh(host, 'cat %s' % SCRIPT).stdout for host in HOSTS}
+
+
+def serving(fleet, host):
+    """The running server's speculative settings and acceptance length, from the host itself."""
+    code = ('import json, urllib.request; '
+            'print(urllib.request.urlopen("http://127.0.0.1:%d/server_info", timeout=10).read().decode())' % PORT)
+    return json.loads(fleet.ssh(host, "/usr/bin/python3 -c '%s'" % code).stdout)
+
+
+def flat(result):
+    return ' '.join(result.stdout.split())
+
+
+_GOOD = {}
+
+
+@pytest.fixture
+def good(fleet, run_playbook, prepare_simulator):
+    """The three hosts deployed with the good drafter at depth 16 (recorded as last good),
+    once; the tests below build on that state in order. The last test stops the servers."""
+    if not _GOOD:
+        prepare_simulator(limit=','.join(HOSTS), extra_vars=rb_vars())
+        for host in HOSTS:
+            fleet.ssh(host, '/usr/bin/python3 %s/make_tiny_checkpoint.py /srv/llmops/rb-random --quality random' % SIM)
+        run_playbook('playbooks/deploy.yml', limit=','.join(HOSTS), extra_vars=rb_vars(), expect_rc=0, timeout=600)
+        _GOOD['done'] = True
+    return fleet
+
+
+@pytest.fixture
+def run_playbook_here(run_playbook):
+    return run_playbook
+
+
+def assert_first_host_rolled_back(fleet, result, before_pids, before_scripts, reason):
+    text = flat(result)
+    assert result.rc != 0 and result.recap['ns1']['failed'] == 1, result.stdout[-4000:]
+    assert 'rolled_back: ' + reason in text, result.stdout[-4000:]
+    after = pids(fleet)
+    # ns1 serves its last good configuration again: the same launch script, a new process.
+    assert scripts(fleet)['ns1'] == before_scripts['ns1']
+    assert after['ns1'] not in (None, before_pids['ns1'])
+    info = serving(fleet, 'ns1')
+    assert info['speculative_num_steps'] == 15 and info['speculative_draft_model_path'] != RANDOM_DRAFTER
+    # The rest of the fleet was never touched.
+    assert {h: after[h] for h in HOSTS[1:]} == {h: before_pids[h] for h in HOSTS[1:]}
+    assert all(h not in result.recap for h in HOSTS[1:]), result.recap
+    assert scripts(fleet)['ns2'] == before_scripts['ns2']
+
+
+def test_a_drafter_below_the_floor_rolls_the_first_host_back(good, run_playbook_here):
+    fleet = good
+    before_pids, before_scripts = pids(fleet), scripts(fleet)
+    start = time.monotonic()
+    result = run_playbook_here('playbooks/deploy.yml', limit=','.join(HOSTS),
+                               extra_vars=rb_vars(sglang_server_speculative_draft_model_path=RANDOM_DRAFTER))
+    print('drafter change to rolled back and serving: %.1f s (whole run)' % (time.monotonic() - start))
+    assert_first_host_rolled_back(fleet, result, before_pids, before_scripts, 'the drafter is not being accepted')
+
+
+def test_a_crash_at_start_rolls_back_the_same_way(good, run_playbook_here):
+    fleet = good
+    before_pids, before_scripts = pids(fleet), scripts(fleet)
+    env = dict(rb_vars()['sglang_server_env'], SGLANG_SIM_FAULT='crash:load')
+    result = run_playbook_here('playbooks/deploy.yml', limit=','.join(HOSTS), extra_vars=rb_vars(sglang_server_env=env))
+    assert_first_host_rolled_back(fleet, result, before_pids, before_scripts, '')
+    assert 'Traceback' in result.stdout
+
+
+def test_check_mode_changes_nothing(good, run_playbook_here):
+    fleet = good
+    before = pids(fleet)
+    result = run_playbook_here('playbooks/deploy.yml', limit=','.join(HOSTS), check=True, expect_rc=0,
+                               extra_vars=rb_vars(sglang_server_speculative_draft_model_path=RANDOM_DRAFTER))
+    assert all(result.recap[h]['failed'] == 0 for h in HOSTS)
+    assert pids(fleet) == before
+
+
+def test_without_rollback_the_host_is_left_as_it_failed_then_rolled_back_by_hand(good, run_playbook_here):
+    fleet = good
+    before_scripts = scripts(fleet)
+    env = dict(rb_vars()['sglang_server_env'], SGLANG_SIM_FAULT='crash:load')
+    result = run_playbook_here('playbooks/deploy.yml', limit=','.join(HOSTS),
+                               extra_vars=rb_vars(sglang_server_env=env, llmops_rollback=False))
+    assert result.rc != 0 and result.recap['ns1']['failed'] == 1
+    assert 'the host is left as it failed (deploy_rollback is false)' in flat(result)
+    assert 'rolled_back' not in flat(result)
+    assert 'SGLANG_SIM_FAULT="crash:load"' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-rb.env').stdout
+    by_hand = run_playbook_here('playbooks/rollback.yml', limit='ns1', expect_rc=0, extra_vars=rb_vars())
+    assert re.search(r'ns1: rolled_back, pid \d+, depth 16', flat(by_hand)), by_hand.stdout[-3000:]
+    assert 'SGLANG_SIM_FAULT' not in fleet.ssh('ns1', 'cat /etc/llmops/sglang-rb.env').stdout
+    assert scripts(fleet)['ns1'] == before_scripts['ns1']
+
+
+def test_a_host_with_no_last_good_configuration_is_left_stopped(good, run_playbook_here):
+    fleet = good
+    fleet.ssh('ns1', 'rm -f /var/lib/llmops/last-good/rb.json')
+    env = dict(rb_vars()['sglang_server_env'], SGLANG_SIM_FAULT='crash:load')
+    result = run_playbook_here('playbooks/deploy.yml', limit=','.join(HOSTS), extra_vars=rb_vars(sglang_server_env=env))
+    assert result.rc != 0 and result.recap['ns1']['failed'] == 1
+    assert 'no last good configuration was recorded, the server is left stopped' in flat(result)
+    assert fleet.ssh('ns1', 'pgrep -f "[-]-port %d" || true' % PORT).stdout.strip() == ''
+    # A good deploy serves again and records it.
+    run_playbook_here('playbooks/deploy.yml', limit='ns1', expect_rc=0, extra_vars=rb_vars())
+    assert fleet.ssh('ns1', 'stat -c %a /var/lib/llmops/last-good/rb.json').stdout.strip() == '600'
+
+
+def test_canary_gate_rolls_back_a_slower_server_and_passes_a_neutral_change(good, run_playbook_here):
+    fleet = good
+    base_env = dict(rb_vars()['sglang_server_env'], SGLANG_SIM_SPEED='0.5')
+    canary = dict(llmops_canary_hosts=['ns1'], sglang_server_benchmark_rounds=3, sglang_server_benchmark_num_prompts=16)
+    run_playbook_here('playbooks/deploy.yml', limit='ns1', expect_rc=0, extra_vars=rb_vars(sglang_server_env=base_env))
+    before_pid = pids(fleet)['ns1']
+    slower = dict(base_env, SGLANG_SIM_SPEED='0.65')  # every decode step 30 % longer
+    result = run_playbook_here('playbooks/deploy.yml', limit=','.join(HOSTS),
+                               extra_vars=rb_vars(sglang_server_env=slower, **canary))
+    text = flat(result)
+    print(re.findall(r'canary gate: output throughput fell [^)]*\)', text)[:1])
+    assert result.rc != 0 and 'rolled_back: canary gate: output throughput fell' in text, result.stdout[-4000:]
+    assert '0.65' not in fleet.ssh('ns1', 'cat /etc/llmops/sglang-rb.env').stdout
+    assert pids(fleet)['ns1'] != before_pid
+    neutral = dict(base_env, LLMOPS_NEUTRAL_CHANGE='1')
+    passed = run_playbook_here('playbooks/deploy.yml', limit='ns1', expect_rc=0,
+                               extra_vars=rb_vars(sglang_server_env=neutral, **canary))
+    assert "'passed': True" in passed.stdout or '"passed": true' in passed.stdout or 'passed: true' in passed.stdout
+
+
+def test_stop_leaves_no_rollback_server(good, run_playbook_here):
+    run_playbook_here('playbooks/stop.yml', limit=','.join(HOSTS), expect_rc=0,
+                      extra_vars=rb_vars(sglang_server_stop_timeout=20))
+    for host in HOSTS:
+        assert good.ssh(host, 'pgrep -f "[-]-port %d" || true' % PORT).stdout.strip() == ''

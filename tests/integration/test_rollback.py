@@ -11,12 +11,17 @@ new PID), or is left as it failed with llmops_rollback false.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
 
 import pytest
 
-from test_deploy import SIM, deploy_vars
+from test_deploy import ENGINE_VENV, SIM, deploy_vars, engine_models
 
 HOSTS = ['ns1', 'ns2', 'ns3']
 PORT = 31100
@@ -173,3 +178,66 @@ def test_stop_leaves_no_rollback_server(good, run_playbook_here):
                       extra_vars=rb_vars(sglang_server_stop_timeout=20))
     for host in HOSTS:
         assert good.ssh(host, 'pgrep -f "[-]-port %d" || true' % PORT).stdout.strip() == ''
+
+
+@pytest.mark.engine
+def test_vllm_good_to_random_drafter_rolls_back_to_good(run_playbook, tmp_path_factory):
+    """The real vLLM CPU engine on this machine through playbooks/deploy.yml (GPU preflight on
+    the nvidia-smi stand-in with one simulated GPU): the good drafter serves, the random one
+    fails the acceptance floor and the host is back on the good one."""
+    tmp = str(tmp_path_factory.getbasetemp())
+    out, manifest = engine_models(tmp)
+    state = os.path.join(tmp, 'vllm-rollback')
+    nvsim = os.path.join(state, 'nvsim')
+    os.makedirs(nvsim, exist_ok=True)
+    subprocess.run([sys.executable, os.path.join(SIM, 'nvsim.py'), 'init', '--count', '1'], check=True,
+                   env=dict(os.environ, NVSIM_STATE_DIR=nvsim))
+    inventory = os.path.join(state, 'inventory.yml')
+    with open(inventory, 'w', encoding='utf-8') as handle:
+        handle.write('all:\n  hosts:\n    localhost:\n      ansible_connection: local\n'
+                     '      ansible_python_interpreter: %s\n' % sys.executable)
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+    drafters = {name: os.path.join(out, manifest['drafters'][name]['path']) for name in ('good-layers0', 'random-layers0')}
+    extra = {
+        'sglang_server_engine': 'vllm',
+        'sglang_server_python': os.path.join(ENGINE_VENV, 'bin', 'python'),
+        'sglang_server_launcher': 'process',
+        'sglang_server_name': 'vllm-rb',
+        'sglang_server_model_path': os.path.join(out, manifest['target']['path']),
+        'sglang_server_speculative_draft_model_path': drafters['good-layers0'],
+        'sglang_server_speculative_depth': 4,
+        'sglang_server_min_accept_length': 1.5,
+        'sglang_server_tp_size': 1,
+        'sglang_server_port': port,
+        'sglang_server_extra_args': ['--max-model-len', '1024', '--dtype', 'bfloat16', '--enforce-eager'],
+        'sglang_server_env': {'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_CPU_KVCACHE_SPACE': '1',
+                              'VLLM_NO_USAGE_STATS': '1'},
+        'sglang_server_config_dir': os.path.join(state, 'etc'),
+        'sglang_server_run_dir': os.path.join(state, 'run'),
+        'sglang_server_log_path': os.path.join(state, 'server.log'),
+        'sglang_server_state_dir': os.path.join(state, 'last-good'),
+        'sglang_server_health_timeout': 600,
+        'gpu_preflight_nvidia_smi_path': os.path.join(SIM, 'nvidia-smi'),
+        'gpu_preflight_environment': {'NVSIM_STATE_DIR': nvsim},
+    }
+    script = os.path.join(state, 'etc', 'sglang-vllm-rb.sh')
+    try:
+        run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=extra, expect_rc=0)
+        with open(script, encoding='utf-8') as handle:
+            good_script = handle.read()
+        start = time.monotonic()
+        result = run_playbook('playbooks/deploy.yml', inventory=inventory,
+                              extra_vars=dict(extra, sglang_server_speculative_draft_model_path=drafters['random-layers0']))
+        print('vLLM: random drafter deployed, failed, rolled back and serving the good one: %.1f s (whole run)'
+              % (time.monotonic() - start))
+        text = flat(result)
+        assert result.rc != 0 and 'rolled_back: the drafter is not being accepted' in text, result.stdout[-4000:]
+        with open(script, encoding='utf-8') as handle:
+            assert handle.read() == good_script
+        assert drafters['good-layers0'] in good_script
+        with urllib.request.urlopen('http://127.0.0.1:%d/v1/models' % port, timeout=30) as response:
+            assert json.loads(response.read())['data']
+    finally:
+        run_playbook('playbooks/stop.yml', inventory=inventory, extra_vars=extra, expect_rc=0)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ground truth of one SGLang release, read from its wheel on PyPI.
@@ -136,7 +135,7 @@ class _Struct:
 def _mutable_default(value):
     """msgspec copies mutable defaults itself; dataclasses want a factory."""
     if isinstance(value, (list, dict, set)):
-        return dataclasses.field(default_factory=lambda: copy.copy(value))
+        return dataclasses.field(default_factory=lambda: copy.copy(value))  # pylint: disable=invalid-field-call
     return value
 
 
@@ -155,7 +154,7 @@ def _defstruct(name, fields, *, bases=None, namespace=None, **_options):
 
 def _msgspec_field(default=dataclasses.MISSING, default_factory=dataclasses.MISSING, name=None):
     del name
-    return dataclasses.field(default=default, default_factory=default_factory)
+    return dataclasses.field(default=default, default_factory=default_factory)  # pylint: disable=invalid-field-call
 
 
 class _MsgspecLoader(importlib.abc.Loader):
@@ -455,7 +454,7 @@ def gzip_text(text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('version')
     parser.add_argument('--wheel', help='use this wheel instead of downloading one')
     parser.add_argument('--out', default=FIXTURES, help='directory for the fixture files')

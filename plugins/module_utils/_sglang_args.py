@@ -118,7 +118,15 @@ def hidden_options(version, engine='sglang'):
                  if first <= parsed and (last is None or parsed <= last))
 
 
-def _positive_int(name, value, minimum=1):
+# Upper bounds of the speculative shape: EAGLE-3 drafters chain one draft step per token, and
+# acceptance decays with every step (about 5 of 6 tokens at depth 6 on the H200 recording), so
+# beyond 32 steps a verify pass only grows; a typo (depth 100) is refused, not launched.
+MAX_DEPTH = 32
+MAX_TOPK = 16
+MAX_DRAFT_TOKENS = 256
+
+
+def _positive_int(name, value, minimum=1, maximum=None):
     if value is None:
         return None
     if isinstance(value, bool):
@@ -131,6 +139,8 @@ def _positive_int(name, value, minimum=1):
         raise LaunchArgsError('%s must be an integer, got %r' % (name, value))
     if number < minimum:
         raise LaunchArgsError('%s must be at least %d, got %d' % (name, minimum, number))
+    if maximum is not None and number > maximum:
+        raise LaunchArgsError('%s must be at most %d, got %d' % (name, maximum, number))
     return number
 
 
@@ -142,10 +152,11 @@ def speculative_settings(depth=None, num_steps=None, eagle_topk=None, num_draft_
     tokens one verify step can accept at most (= num_draft_tokens with top-k 1).
     Raises LaunchArgsError with an explanation for inconsistent values.
     """
-    depth = _positive_int('speculative depth', depth, minimum=2)
-    num_steps = _positive_int('speculative_num_steps', num_steps)
-    eagle_topk = _positive_int('speculative_eagle_topk', eagle_topk)
-    num_draft_tokens = _positive_int('speculative_num_draft_tokens', num_draft_tokens, minimum=2)
+    depth = _positive_int('speculative depth', depth, minimum=2, maximum=MAX_DEPTH)
+    num_steps = _positive_int('speculative_num_steps', num_steps, maximum=MAX_DEPTH - 1)
+    eagle_topk = _positive_int('speculative_eagle_topk', eagle_topk, maximum=MAX_TOPK)
+    num_draft_tokens = _positive_int('speculative_num_draft_tokens', num_draft_tokens, minimum=2,
+                                     maximum=MAX_DRAFT_TOKENS)
 
     if depth is not None:
         expected = {'num_steps': depth - 1, 'eagle_topk': 1, 'num_draft_tokens': depth}

@@ -46,6 +46,19 @@ def test_depth_becomes_steps_topk_draft_tokens(depth, steps):
         'depth': depth, 'num_steps': steps, 'eagle_topk': 1, 'num_draft_tokens': depth}
 
 
+@pytest.mark.parametrize('kwargs, message', [
+    ({'depth': 100}, 'speculative depth must be at most 32, got 100'),
+    ({'depth': 33}, 'speculative depth must be at most 32, got 33'),
+    ({'num_steps': 99}, 'speculative_num_steps must be at most 31, got 99'),
+    ({'num_steps': 3, 'eagle_topk': 17, 'num_draft_tokens': 8}, 'speculative_eagle_topk must be at most 16, got 17'),
+])
+def test_depth_beyond_the_sane_range_is_refused(kwargs, message):
+    """Issue 23, case 8: depth 100 became --speculative-num-steps 99."""
+    with pytest.raises(a.LaunchArgsError, match=message):
+        a.speculative_settings(**kwargs)
+    assert a.speculative_settings(depth=32)['num_steps'] == 31
+
+
 @pytest.mark.parametrize('kwargs, expected', [
     ({}, {'depth': None, 'num_steps': None, 'eagle_topk': None, 'num_draft_tokens': None}),
     ({'num_steps': 9}, {'depth': 10, 'num_steps': 9, 'eagle_topk': 1, 'num_draft_tokens': 10}),

@@ -21,7 +21,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
 GROUP = ['ns1', 'ns2']
-HEALTH_TIMEOUT = 600
+HEALTH_TIMEOUT = 120
 # The group's inventory: rank 0 first. Host-level variables below change one rank only.
 GROUP_INVENTORY = '''kimi_tp16:
   hosts:

@@ -57,7 +57,20 @@ def canary_verdict(before, after, max_throughput_drop=0.10, max_accept_drop=0.3)
     elif acc['before'] and acc['after']['median'] < acc['before']['median'] - float(max_accept_drop):
         reasons.append('acceptance length fell from %.2f to %.2f (allowed drop: %.2f)'
                        % (acc['before']['median'], acc['after']['median'], float(max_accept_drop)))
-    return {'passed': not reasons, 'reasons': reasons, 'figures': table}
+    return {'passed': not reasons, 'reasons': reasons, 'figures': table, 'report': _report(table, not reasons)}
+
+
+def _cell(spread, fmt):
+    return ' / '.join(fmt % spread[key] for key in ('min', 'median', 'max')) if spread else '-'
+
+
+def _report(table, passed):
+    """The before/after table as text lines (min / median / max over the rounds)."""
+    lines = ['canary gate: %s' % ('passed' if passed else 'FAILED'),
+             '%-14s %-28s %s' % ('figure', 'before (min / median / max)', 'after (min / median / max)')]
+    for key, label, fmt in (('output_throughput', 'output tok/s', '%.1f'), ('accept_length', 'accept length', '%.2f')):
+        lines.append('%-14s %-28s %s' % (label, _cell(table[key]['before'], fmt), _cell(table[key]['after'], fmt)))
+    return lines
 
 
 class FilterModule:

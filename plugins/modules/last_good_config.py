@@ -51,6 +51,16 @@ options:
     description: What ran with these files (argv, version, depth, drafter fingerprint...), returned as recorded.
     type: dict
     default: {}
+  fingerprints:
+    description:
+      - Files or directories (a drafter checkpoint) whose state is recorded with the configuration - for each
+        C(*.safetensors) file its size, modification time and the SHA-256 of its header (the tensor names a
+        drafter fix rewrites), for each C(config.json) its size, modification time and SHA-256.
+      - V(restored) lists in RV(changed_since_record) what differs now and warns; it does not change these files
+        (with C(drafter_backup) the drafter role keeps the original header beside a fixed file).
+    type: list
+    elements: path
+    default: []
   state_dir:
     description: Directory of the records.
     type: path
@@ -102,11 +112,22 @@ metadata:
   description: The recorded O(metadata).
   returned: when found
   type: dict
+fingerprints:
+  description: The recorded state of the O(fingerprints) files, by path (size, mtime_ns, sha256).
+  returned: when found
+  type: dict
+changed_since_record:
+  description: With V(restored), the fingerprinted files that differ from the record (changed or gone).
+  returned: when O(state=restored)
+  type: list
+  elements: str
 '''
 
 import base64
+import hashlib
 import json
 import os
+import struct
 import tempfile
 import time
 
@@ -117,6 +138,7 @@ ARGUMENT_SPEC = dict(
     state=dict(type='str', choices=['recorded', 'restored', 'read'], default='read'),
     files=dict(type='list', elements='path'),
     metadata=dict(type='dict', default={}),
+    fingerprints=dict(type='list', elements='path', default=[]),
     state_dir=dict(type='path', default='/var/lib/llmops/last-good'),
 )
 
@@ -152,6 +174,35 @@ def read_file(path):
         return None, None
 
 
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+
+
+def _digest(path):
+    """SHA-256 of a safetensors file's header (length prefix included), or of a whole config.json."""
+    with open(path, 'rb') as handle:
+        if not path.endswith('.safetensors'):
+            return hashlib.sha256(handle.read()).hexdigest()
+        prefix = handle.read(8)
+        length = struct.unpack('<Q', prefix)[0] if len(prefix) == 8 else 0
+        return hashlib.sha256(prefix + handle.read(min(length, MAX_HEADER_BYTES))).hexdigest()
+
+
+def fingerprint(paths):
+    """``{file: {size, mtime_ns, sha256}}`` of the safetensors files and config.json files in ``paths``."""
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            files.extend(os.path.join(path, name) for name in sorted(os.listdir(path))
+                         if name.endswith('.safetensors') or name == 'config.json')
+        elif os.path.exists(path):
+            files.append(path)
+    out = {}
+    for path in files:
+        stat = os.stat(path)
+        out[path] = dict(size=stat.st_size, mtime_ns=stat.st_mtime_ns, sha256=_digest(path))
+    return out
+
+
 class Record(object):
     """The JSON record of one server: {"recorded_at", "metadata", "files": [{"path", "mode", "content"}]}."""
 
@@ -173,10 +224,11 @@ class Record(object):
             item['content'] = base64.b64decode(item['content'])
         return data
 
-    def save(self, files, metadata):
+    def save(self, files, metadata, fingerprints):
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         os.chmod(self.state_dir, 0o700)
         data = dict(recorded_at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()), metadata=metadata,
+                    fingerprints=fingerprints,
                     files=[dict(path=path, mode=mode, content=base64.b64encode(content).decode('ascii'))
                            for path, (content, mode) in files.items()])
         write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode(), 0o600)
@@ -194,10 +246,11 @@ def record(module, store, old):
         files[path] = (content, mode)
     before = {item['path']: (item['content'], item['mode']) for item in old['files']} if old else {}
     changed_files = sorted(path for path in files if before.get(path) != files[path])
+    prints = fingerprint(params['fingerprints'])
     changed = (old is None or changed_files != [] or set(before) != set(files)
-               or old['metadata'] != params['metadata'])
+               or old['metadata'] != params['metadata'] or old.get('fingerprints', {}) != prints)
     if changed and not module.check_mode:
-        store.save(files, params['metadata'])
+        store.save(files, params['metadata'], prints)
     new = store.load() if not module.check_mode else old
     return changed, changed_files, new
 
@@ -218,7 +271,13 @@ def restore(module, store, old):
         if not module.check_mode:
             os.makedirs(os.path.dirname(item['path']), exist_ok=True)
             write_atomically(item['path'], item['content'], item['mode'])
-    return changed_files != [], changed_files, old, diffs
+    recorded = old.get('fingerprints') or {}
+    now = fingerprint(list(recorded))
+    drifted = sorted(path for path in set(recorded) | set(now) if recorded.get(path) != now.get(path))
+    if drifted:
+        module.warn('since the last good configuration of server %s was recorded, these files changed: %s; the '
+                    'rollback restores the launch files only' % (module.params['name'], ', '.join(drifted)))
+    return changed_files != [], changed_files, old, diffs, drifted
 
 
 def main():
@@ -228,11 +287,11 @@ def main():
     try:
         store = Record(params['state_dir'], params['name'])
         old = store.load()
-        diffs = []
+        diffs, drifted = [], None
         if params['state'] == 'recorded':
             changed, changed_files, current = record(module, store, old)
         elif params['state'] == 'restored':
-            changed, changed_files, current, diffs = restore(module, store, old)
+            changed, changed_files, current, diffs, drifted = restore(module, store, old)
         else:
             changed, changed_files, current = False, [], old
     except (OSError, ValueError) as exc:
@@ -240,7 +299,10 @@ def main():
     result = dict(changed=changed, changed_files=changed_files, found=current is not None)
     if current is not None:
         result.update(recorded_at=current['recorded_at'], metadata=current['metadata'],
+                      fingerprints=current.get('fingerprints') or {},
                       files=[item['path'] for item in current['files']])
+    if drifted is not None:
+        result['changed_since_record'] = drifted
     if module._diff and diffs:
         result['diff'] = diffs
     module.exit_json(**result)

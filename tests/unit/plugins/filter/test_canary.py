@@ -17,6 +17,11 @@ def test_a_neutral_change_with_noise_passes():
     verdict = canary_verdict(rounds(1000, 1100, 900, accept=4.5), rounds(880, 1010, 950, accept=4.4))
     assert verdict['passed'] and verdict['reasons'] == []
     assert verdict['figures']['output_throughput']['before'] == {'min': 900, 'median': 1000, 'max': 1100}
+    assert verdict['report'] == [
+        'canary gate: passed',
+        'figure         before (min / median / max)  after (min / median / max)',
+        'output tok/s   900.0 / 1000.0 / 1100.0      880.0 / 950.0 / 1010.0',
+        'accept length  4.50 / 4.50 / 4.50           4.40 / 4.40 / 4.40']
 
 
 def test_one_slow_round_is_not_a_regression():
@@ -26,7 +31,7 @@ def test_one_slow_round_is_not_a_regression():
 
 def test_a_thirty_percent_slower_server_fails_with_the_figures():
     verdict = canary_verdict(rounds(1000, 1050, 950, accept=4.5), rounds(700, 720, 690, accept=4.5))
-    assert not verdict['passed']
+    assert not verdict['passed'] and verdict['report'][0] == 'canary gate: FAILED'
     assert verdict['reasons'] == ['output throughput fell from 1000.0 to 700.0 tok/s (median of 3 rounds; best round '
                                   'after: 720.0; allowed: 10 % below, 900.0)']
 

@@ -3,13 +3,15 @@ diff, a missing record, and the record's privacy."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import struct
 
 import pytest
 
 from ansible_collections.llmops.serving.plugins.modules import last_good_config
-from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
+from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import record_warnings, run_main
 
 
 def run(capsys, check=False, diff=False, **args):
@@ -85,3 +87,31 @@ def test_missing_file_and_bad_name_are_clear_errors(capsys, host):
     assert not os.path.exists(host['state_dir'])
     bad = run(capsys, name='../x', state='read', state_dir=host['state_dir'])
     assert bad['failed'] and 'plain file name' in bad['msg']
+
+
+def _safetensors(path, names):
+    header = json.dumps({name: {'dtype': 'BF16', 'shape': [1], 'data_offsets': [2 * i, 2 * i + 2]}
+                         for i, name in enumerate(names)}).encode()
+    path.write_bytes(struct.pack('<Q', len(header)) + header + b'\0\0' * len(names))
+
+
+def test_the_drafter_fingerprint_is_recorded_and_drift_is_reported(capsys, host, tmp_path, monkeypatch):
+    drafter = tmp_path / 'drafter'
+    drafter.mkdir()
+    _safetensors(drafter / 'model.safetensors', ['layers.0.fc.weight'])
+    (drafter / 'config.json').write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    (drafter / 'README.md').write_text('not fingerprinted')
+    first = run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'],
+                fingerprints=[str(drafter)])
+    assert sorted(first['fingerprints']) == [str(drafter / 'config.json'), str(drafter / 'model.safetensors')]
+    again = run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'],
+                fingerprints=[str(drafter)])
+    assert not again['changed']
+    warnings = record_warnings(monkeypatch)
+    clean = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
+    assert clean['changed_since_record'] == [] and warnings == []
+    # A later deploy's drafter fix renames the layer in place (same size, new header).
+    _safetensors(drafter / 'model.safetensors', ['midlayer.fc.weight'])
+    restored = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
+    assert restored['changed_since_record'] == [str(drafter / 'model.safetensors')]
+    assert warnings and 'model.safetensors' in warnings[0] and 'launch files only' in warnings[0]

@@ -86,9 +86,9 @@ def main():
                 good = playbook('playbooks/deploy.yml', inventory, extra)
                 if good.returncode != 0:
                     sys.exit('the good deploy failed:\n' + good.stdout[-3000:])
+                random_drafter = os.path.join(work, 'random', 'drafter')
                 bad = playbook('playbooks/deploy.yml', inventory,
-                               dict(extra, sglang_server_speculative_draft_model_path=os.path.join(work, 'random',
-                                                                                                  'drafter')))
+                               dict(extra, sglang_server_speculative_draft_model_path=random_drafter))
                 found = MESSAGE.search(' '.join(bad.stdout.split()))
                 if bad.returncode == 0 or not found:
                     sys.exit('no rollback seen:\n' + bad.stdout[-3000:])

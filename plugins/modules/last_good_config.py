@@ -56,6 +56,8 @@ options:
       - Files or directories (a drafter checkpoint) whose state is recorded with the configuration - for each
         C(*.safetensors) file its size, modification time and the SHA-256 of its header (the tensor names a
         drafter fix rewrites), for each C(config.json) its size, modification time and SHA-256.
+      - Size and hash are compared; the modification time is kept for information (a file that was only touched
+        has not changed).
       - V(restored) lists in RV(changed_since_record) what differs now and warns; it does not change these files
         (with C(drafter_backup) the drafter role keeps the original header beside a fixed file).
     type: list
@@ -203,6 +205,11 @@ def fingerprint(paths):
     return out
 
 
+def _content(prints):
+    """What a fingerprint compares on: size and hash (a touched mtime alone is no change)."""
+    return {path: (item.get('size'), item.get('sha256')) for path, item in (prints or {}).items()}
+
+
 class Record(object):
     """The JSON record of one server: {"recorded_at", "metadata", "files": [{"path", "mode", "content"}]}."""
 
@@ -248,7 +255,7 @@ def record(module, store, old):
     changed_files = sorted(path for path in files if before.get(path) != files[path])
     prints = fingerprint(params['fingerprints'])
     changed = (old is None or changed_files != [] or set(before) != set(files)
-               or old['metadata'] != params['metadata'] or old.get('fingerprints', {}) != prints)
+               or old['metadata'] != params['metadata'] or _content(old.get('fingerprints')) != _content(prints))
     if changed and not module.check_mode:
         store.save(files, params['metadata'], prints)
     new = store.load() if not module.check_mode else old
@@ -273,7 +280,8 @@ def restore(module, store, old):
             write_atomically(item['path'], item['content'], item['mode'])
     recorded = old.get('fingerprints') or {}
     now = fingerprint(list(recorded))
-    drifted = sorted(path for path in set(recorded) | set(now) if recorded.get(path) != now.get(path))
+    before, after = _content(recorded), _content(now)
+    drifted = sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
     if drifted:
         module.warn('since the last good configuration of server %s was recorded, these files changed: %s; the '
                     'rollback restores the launch files only' % (module.params['name'], ', '.join(drifted)))

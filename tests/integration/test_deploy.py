@@ -83,6 +83,17 @@ def summary_lines(result):
     return [item.rstrip("' ") for item in items if ': ready (' in item]
 
 
+def changed_tasks(result):
+    """The tasks that reported a change, with their hosts (for assertion messages)."""
+    task, found = None, []
+    for line in result.stdout.splitlines():
+        if line.startswith('TASK ['):
+            task = line
+        elif line.startswith('changed: ['):
+            found.append('%s -> %s' % (task, line[:120]))
+    return '\n'.join(found) or result.stdout[-3000:]
+
+
 _FIRST_DEPLOY = {}
 
 
@@ -112,7 +123,7 @@ def test_rerun_changes_nothing_and_keeps_pids(deployed, run_playbook):
     fleet = deployed[0]
     before = server_pids(fleet)
     result = run_playbook('playbooks/deploy.yml', extra_vars=deploy_vars(), expect_rc=0)
-    assert {host: result.changed(host) for host in ALL} == {host: 0 for host in ALL}
+    assert {host: result.changed(host) for host in ALL} == {host: 0 for host in ALL}, changed_tasks(result)
     assert server_pids(fleet) == before
 
 
@@ -154,7 +165,7 @@ def test_depth_change_restarts_only_that_host(deployed, run_playbook):
     after = server_pids(fleet)
     assert after['ns2'] != before['ns2']
     assert {h: after[h] for h in ALL if h != 'ns2'} == {h: before[h] for h in ALL if h != 'ns2'}
-    assert result.changed('ns2') > 0 and all(result.changed(h) == 0 for h in ALL if h != 'ns2')
+    assert result.changed('ns2') > 0 and all(result.changed(h) == 0 for h in ALL if h != 'ns2'), changed_tasks(result)
     script = fleet.ssh('ns2', 'cat /etc/llmops/sglang-main.sh').stdout
     assert '--speculative-num-steps 9 --speculative-eagle-topk 1 --speculative-num-draft-tokens 10' in script
     assert '--num-speculative-tokens' not in script

@@ -618,20 +618,23 @@ def _dump_json(doc):
     return (json.dumps(doc, indent=2, ensure_ascii=False) + '\n').encode('utf-8')
 
 
+ARGUMENT_SPEC = dict(
+    path=dict(type='path', required=True),
+    engine=dict(type='str', default='sglang', choices=list(_eagle3.ENGINES)),
+    engine_version=dict(type='str'),
+    layout=dict(type='str', default='auto', choices=list(_eagle3.LAYOUTS)),
+    rename=dict(type='list', elements='dict', default=[], options=dict(
+        **{'from': dict(type='str', required=True), 'to': dict(type='str', required=True)})),
+    fix_architecture=dict(type='bool', default=True),
+    fix=dict(type='bool', default=True),
+    backup=dict(type='bool', default=False),
+    modify_shared_blobs=dict(type='bool', default=False),
+)
+
+
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type='path', required=True),
-            engine=dict(type='str', default='sglang', choices=list(_eagle3.ENGINES)),
-            engine_version=dict(type='str'),
-            layout=dict(type='str', default='auto', choices=list(_eagle3.LAYOUTS)),
-            rename=dict(type='list', elements='dict', default=[], options=dict(
-                **{'from': dict(type='str', required=True), 'to': dict(type='str', required=True)})),
-            fix_architecture=dict(type='bool', default=True),
-            fix=dict(type='bool', default=True),
-            backup=dict(type='bool', default=False),
-            modify_shared_blobs=dict(type='bool', default=False),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     try:

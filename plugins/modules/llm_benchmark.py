@@ -399,30 +399,33 @@ def _server_args(info):
     return args
 
 
+ARGUMENT_SPEC = dict(
+    url=dict(type='str', required=True),
+    api=dict(type='str', choices=list(_benchmark.APIS), default=_benchmark.API_COMPLETIONS),
+    model=dict(type='str'),
+    num_prompts=dict(type='int', default=64),
+    concurrency=dict(type='list', elements='int', default=[1, 8]),
+    input_len=dict(type='int', default=128),
+    output_len=dict(type='int', default=128),
+    dataset=dict(type='path'),
+    min_duration=dict(type='float', default=0.0),
+    rounds=dict(type='int', default=1),
+    slo=dict(type='dict', options=dict(ttft_ms=dict(type='float'), tpot_ms=dict(type='float'),
+                                       e2e_ms=dict(type='float'))),
+    warmup_requests=dict(type='int', default=2),
+    flush_cache=dict(type='bool', default=False),
+    seed=dict(type='int', default=0),
+    temperature=dict(type='float', default=0.0),
+    timeout=dict(type='float', default=600.0),
+    api_key=dict(type='str', no_log=True),
+    http_library=dict(type='str', choices=list(_benchmark.HTTP_LIBRARIES), default='auto'),
+    max_failed_ratio=dict(type='float', default=0.0),
+)
+
+
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type='str', required=True),
-            api=dict(type='str', choices=list(_benchmark.APIS), default=_benchmark.API_COMPLETIONS),
-            model=dict(type='str'),
-            num_prompts=dict(type='int', default=64),
-            concurrency=dict(type='list', elements='int', default=[1, 8]),
-            input_len=dict(type='int', default=128),
-            output_len=dict(type='int', default=128),
-            dataset=dict(type='path'),
-            min_duration=dict(type='float', default=0.0),
-            rounds=dict(type='int', default=1),
-            slo=dict(type='dict', options=dict(ttft_ms=dict(type='float'), tpot_ms=dict(type='float'),
-                                               e2e_ms=dict(type='float'))),
-            warmup_requests=dict(type='int', default=2),
-            flush_cache=dict(type='bool', default=False),
-            seed=dict(type='int', default=0),
-            temperature=dict(type='float', default=0.0),
-            timeout=dict(type='float', default=600.0),
-            api_key=dict(type='str', no_log=True),
-            http_library=dict(type='str', choices=list(_benchmark.HTTP_LIBRARIES), default='auto'),
-            max_failed_ratio=dict(type='float', default=0.0),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=False,
     )
     params = module.params

@@ -102,20 +102,23 @@ def _tail(text, lines=15):
     return '\n'.join((text or '').strip().splitlines()[-lines:])
 
 
+ARGUMENT_SPEC = dict(
+    python=dict(type='path', required=True),
+    engine=dict(type='str', default='sglang', choices=list(_sglang_args.ENGINES)),
+    env=dict(type='dict', default={}),
+    argv=dict(type='list', elements='str'),
+)
+
+
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            python=dict(type='path', required=True),
-            engine=dict(type='str', default='sglang', choices=list(_sglang_args.ENGINES)),
-            env=dict(type='dict', default={}),
-            argv=dict(type='list', elements='str'),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     python, engine = module.params['python'], module.params['engine']
     if not os.access(python, os.X_OK):
-        module.fail_json(msg='%s is not an executable Python interpreter on this host: point the server\'s '
-                             'python variable at the interpreter (or virtualenv) that has %s installed'
+        module.fail_json(msg='%s is not an executable Python interpreter on this host: set sglang_server_python '
+                             'to the interpreter (or virtualenv) that has %s installed'
                              % (python, engine))
     env = dict((str(k), str(v)) for k, v in module.params['env'].items())
 

@@ -316,30 +316,28 @@ def engine_models(tmp_dir):
     return _ENGINE_MODELS['out'], _ENGINE_MODELS['manifest']
 
 
-@pytest.mark.engine
-@pytest.mark.parametrize('drafter, accepted', [('good-layers0', True), ('random-layers0', False)])
-def test_vllm_engine_through_the_role(drafter, accepted, run_playbook, tmp_path_factory):
-    """The real vLLM CPU engine (tests/engines) deployed through the role on this machine:
-    the good drafter passes the acceptance floor, the random one fails it."""
-    tmp = str(tmp_path_factory.getbasetemp())
-    out, manifest = engine_models(tmp)
-    inventory = os.path.join(tmp, 'local-inventory.yml')
-    with open(inventory, 'w', encoding='utf-8') as handle:
+def local_inventory(path):
+    """An inventory of this machine alone (local connection, the test's Python); returns its path."""
+    with open(path, 'w', encoding='utf-8') as handle:
         handle.write('all:\n  hosts:\n    localhost:\n      ansible_connection: local\n'
                      '      ansible_python_interpreter: %s\n' % sys.executable)
-    state = os.path.join(tmp, 'vllm-' + drafter)
-    extra = {
-        'deploy_vllm_state': 'started',
+    return path
+
+
+def vllm_server_vars(out, manifest, drafter, state, port, name):
+    """sglang_server_* of the real vLLM CPU engine on this machine, serving ``drafter`` of
+    make_models.py's ``manifest`` with its files under ``state``."""
+    return {
         'sglang_server_engine': 'vllm',
         'sglang_server_python': os.path.join(ENGINE_VENV, 'bin', 'python'),
         'sglang_server_launcher': 'process',
-        'sglang_server_name': 'vllm-' + drafter,
+        'sglang_server_name': name,
         'sglang_server_model_path': os.path.join(out, manifest['target']['path']),
         'sglang_server_speculative_draft_model_path': os.path.join(out, manifest['drafters'][drafter]['path']),
         'sglang_server_speculative_depth': 4,
         'sglang_server_min_accept_length': 1.5,
         'sglang_server_tp_size': 1,
-        'sglang_server_port': 31871,
+        'sglang_server_port': port,
         'sglang_server_extra_args': ['--max-model-len', '1024', '--dtype', 'bfloat16', '--enforce-eager'],
         'sglang_server_env': {'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_CPU_KVCACHE_SPACE': '1',
                               'VLLM_NO_USAGE_STATS': '1'},
@@ -348,6 +346,18 @@ def test_vllm_engine_through_the_role(drafter, accepted, run_playbook, tmp_path_
         'sglang_server_log_path': os.path.join(state, 'server.log'),
         'sglang_server_health_timeout': 600,
     }
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize('drafter, accepted', [('good-layers0', True), ('random-layers0', False)])
+def test_vllm_engine_through_the_role(drafter, accepted, run_playbook, tmp_path_factory):
+    """The real vLLM CPU engine (tests/engines) deployed through the role on this machine:
+    the good drafter passes the acceptance floor, the random one fails it."""
+    tmp = str(tmp_path_factory.getbasetemp())
+    out, manifest = engine_models(tmp)
+    inventory = local_inventory(os.path.join(tmp, 'local-inventory.yml'))
+    extra = dict(vllm_server_vars(out, manifest, drafter, os.path.join(tmp, 'vllm-' + drafter), 31871,
+                                  'vllm-' + drafter), deploy_vllm_state='started')
     try:
         result = run_playbook('deploy_vllm.yml', inventory=inventory, extra_vars=extra)
         if accepted:

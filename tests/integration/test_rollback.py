@@ -21,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from test_deploy import ENGINE_VENV, SIM, deploy_vars, engine_models
+from test_deploy import SIM, deploy_vars, engine_models, local_inventory, vllm_server_vars
 
 HOSTS = ['ns1', 'ns2', 'ns3']
 PORT = 31100
@@ -192,36 +192,15 @@ def test_vllm_good_to_random_drafter_rolls_back_to_good(run_playbook, tmp_path_f
     os.makedirs(nvsim, exist_ok=True)
     subprocess.run([sys.executable, os.path.join(SIM, 'nvsim.py'), 'init', '--count', '1'], check=True,
                    env=dict(os.environ, NVSIM_STATE_DIR=nvsim))
-    inventory = os.path.join(state, 'inventory.yml')
-    with open(inventory, 'w', encoding='utf-8') as handle:
-        handle.write('all:\n  hosts:\n    localhost:\n      ansible_connection: local\n'
-                     '      ansible_python_interpreter: %s\n' % sys.executable)
+    inventory = local_inventory(os.path.join(state, 'inventory.yml'))
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         port = sock.getsockname()[1]
     drafters = {name: os.path.join(out, manifest['drafters'][name]['path']) for name in ('good-layers0', 'random-layers0')}
-    extra = {
-        'sglang_server_engine': 'vllm',
-        'sglang_server_python': os.path.join(ENGINE_VENV, 'bin', 'python'),
-        'sglang_server_launcher': 'process',
-        'sglang_server_name': 'vllm-rb',
-        'sglang_server_model_path': os.path.join(out, manifest['target']['path']),
-        'sglang_server_speculative_draft_model_path': drafters['good-layers0'],
-        'sglang_server_speculative_depth': 4,
-        'sglang_server_min_accept_length': 1.5,
-        'sglang_server_tp_size': 1,
-        'sglang_server_port': port,
-        'sglang_server_extra_args': ['--max-model-len', '1024', '--dtype', 'bfloat16', '--enforce-eager'],
-        'sglang_server_env': {'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_CPU_KVCACHE_SPACE': '1',
-                              'VLLM_NO_USAGE_STATS': '1'},
-        'sglang_server_config_dir': os.path.join(state, 'etc'),
-        'sglang_server_run_dir': os.path.join(state, 'run'),
-        'sglang_server_log_path': os.path.join(state, 'server.log'),
-        'sglang_server_state_dir': os.path.join(state, 'last-good'),
-        'sglang_server_health_timeout': 600,
-        'gpu_preflight_nvidia_smi_path': os.path.join(SIM, 'nvidia-smi'),
-        'gpu_preflight_environment': {'NVSIM_STATE_DIR': nvsim},
-    }
+    extra = dict(vllm_server_vars(out, manifest, 'good-layers0', state, port, 'vllm-rb'),
+                 sglang_server_state_dir=os.path.join(state, 'last-good'),
+                 gpu_preflight_nvidia_smi_path=os.path.join(SIM, 'nvidia-smi'),
+                 gpu_preflight_environment={'NVSIM_STATE_DIR': nvsim})
     script = os.path.join(state, 'etc', 'sglang-vllm-rb.sh')
     try:
         run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=extra, expect_rc=0)

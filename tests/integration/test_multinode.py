@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+from test_deploy import deploy_vars
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
 GROUP = ['ns1', 'ns2']
@@ -34,32 +36,16 @@ _STATE = {}
 
 
 def group_vars(port, **overrides):
-    base = {
-        'llmops_hosts': 'kimi_tp16',
-        'llmops_simulator': True,
-        'llmops_simulated_gpus': 8,
-        'llmops_simulator_dir': SIM,
-        'llmops_simulator_checkpoints': '/srv/llmops/checkpoints',
-        'sglang_server_python': '/usr/bin/python3',
-        'sglang_server_model_path': '/srv/llmops/checkpoints/target',
-        'sglang_server_speculative_draft_model_path': '/srv/llmops/checkpoints/drafter',
-        'sglang_server_speculative_depth': 4,
-        'sglang_server_min_accept_length': 1.5,
-        'sglang_server_served_model_name': 'tiny-group',
-        'sglang_server_tp_size': 16,
-        'sglang_server_dist_init_port': port,
-        'sglang_server_dist_timeout': 60,
-        'sglang_server_health_interval': 1,
-        'sglang_server_health_timeout': HEALTH_TIMEOUT,
+    """deploy_vars (test_deploy) for the group kimi_tp16: no API key, TP 16 over two hosts."""
+    settings = dict(
+        llmops_hosts='kimi_tp16', sglang_server_api_key='', sglang_server_speculative_depth=4,
+        sglang_server_served_model_name='tiny-group', sglang_server_tp_size=16, sglang_server_dist_init_port=port,
+        sglang_server_dist_timeout=60, sglang_server_health_timeout=HEALTH_TIMEOUT,
         # A host's own llmops_test_env (inventory host_vars) is added to its server environment.
-        'sglang_server_env': "{{ {'PYTHONPATH': '%s', 'NVSIM_STATE_DIR': '/run/llmops-nvsim', "
-                             "'SGLANG_SIM_SPEED': '0.05'} | combine(llmops_test_env | default({})) }}" % SIM,
-        'gpu_preflight_nvidia_smi_path': os.path.join(SIM, 'nvidia-smi'),
-        'gpu_preflight_environment': {'NVSIM_STATE_DIR': '/run/llmops-nvsim'},
-        'gpu_preflight_wait_timeout': 20,
-    }
-    base.update(overrides)
-    return base
+        sglang_server_env="{{ {'PYTHONPATH': '%s', 'NVSIM_STATE_DIR': '/run/llmops-nvsim', "
+                          "'SGLANG_SIM_SPEED': '0.05'} | combine(llmops_test_env | default({})) }}" % SIM)
+    settings.update(overrides)
+    return deploy_vars(**settings)
 
 
 def set_rank1_env(inventory, env):

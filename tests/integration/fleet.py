@@ -3,7 +3,7 @@
 Each namespace host ("ns1", "ns2", ...) is a network namespace with a veth to a bridge on a
 private subnet (10.211.N.0/24) and a process tree started as
 ``ip netns exec NS unshare --mount --uts --pid --fork --mount-proc --kill-child`` with private
-tmpfs on /run, /opt, /srv, /var/log, /root, an overlay on /etc (own hostname, own SSH host key)
+tmpfs on /run, /opt, /srv, /var/log, /var/lib/llmops, /root, an overlay on /etc (own hostname, own SSH host key)
 and its own sshd (key auth only). The systemd host ("sd1") is ``systemd-nspawn -b`` on an overlay
 of / in its own network namespace, with sshd enabled. The host filesystem (the repository, its
 virtualenv, /usr/bin/python3) stays visible everywhere.
@@ -43,7 +43,8 @@ import sys
 import time
 
 SUBNET_PREFIX = '10.211'
-NS_DIRS = ('/run', '/opt', '/srv', '/var/log', '/root')
+# /var/lib/llmops too: the hosts must not share the last-good records of sglang_server_state_dir.
+NS_DIRS = ('/run', '/opt', '/srv', '/var/log', '/var/lib/llmops', '/root')
 SSHD = '/usr/sbin/sshd'
 LOCK_FILE = '/tmp/llmops-fleet.lock'
 STATE_FILE = 'fleet.json'
@@ -76,7 +77,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 # Runs as PID 1 of the namespace host's PID namespace, then becomes sshd.
 NS_START = """\
 set -eu
-for d in {ns_dirs}; do mount -t tmpfs -o mode=0755 "llf{fid}-{name}" "$d"; done
+for d in {ns_dirs}; do mkdir -p "$d"; mount -t tmpfs -o mode=0755 "llf{fid}-{name}" "$d"; done
 chmod 0700 /root
 mount -t overlay "llf{fid}-{name}-etc" -o lowerdir=/etc,upperdir={hdir}/etc-upper,workdir={hdir}/etc-work /etc
 hostname {name}

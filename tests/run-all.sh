@@ -60,14 +60,17 @@ stage_build() {
   return "$rc"
 }
 
+# The slow stages print each test's name as it ends and, at the end, the slowest tests.
+SLOW_STAGE_PYTEST=(python -m pytest -v -p no:cacheprovider --durations=15 --durations-min=20)
+
 # Some deploy tests serve the real vLLM CPU engine through the role: install it first.
 stage_integration() {
-  tests/engines/install_vllm.sh && python -m pytest -q -p no:cacheprovider tests/integration
+  tests/engines/install_vllm.sh && "${SLOW_STAGE_PYTEST[@]}" tests/integration
 }
 
 # The real vLLM CPU engine: a cached venv of its own (cold about 100 s, warm instant).
 stage_engines() {
-  tests/engines/install_vllm.sh && python -m pytest -q -p no:cacheprovider tests/engines
+  tests/engines/install_vllm.sh && "${SLOW_STAGE_PYTEST[@]}" tests/engines
 }
 
 for s in "${stages[@]}"; do

@@ -16,7 +16,8 @@ description:
   - With O(argv), checks the arguments as the server's argparse parser would (unknown flags, ambiguous
     abbreviations, missing values, values outside the choices) and fails in seconds, naming the argument the server
     would reject, instead of after a model load of many minutes. Checked against the real parsers of SGLang
-    0.5.11 to 0.5.23. Real SGLang needs about 20 seconds to print its help.
+    0.5.11 to 0.5.23. Real SGLang needs about 20 seconds to print its help: with O(help_cache_dir) the parsed
+    option list is kept per interpreter, engine, version and environment, and read back on the next run.
   - The flag rules and the help parsing live in C(module_utils/_sglang_args.py), shared with the
     P(llmops.serving.launch_argv#filter) filter.
 attributes:
@@ -47,6 +48,14 @@ options:
     description: Server arguments (what follows C(python -m <server module>)) to check against its flags.
     type: list
     elements: str
+  help_cache_dir:
+    description:
+      - Directory where the option list read from C(--help) is kept, one JSON file per interpreter (its real
+        path), engine, version and O(env); a later run with the same four reads the file instead of running
+        C(--help) again. Installing another version changes the key, so a stale list is never used.
+      - A cache file that cannot be read is ignored and rewritten. Nothing is written in check mode.
+      - Unset, C(--help) runs every time.
+    type: path
 '''
 
 EXAMPLES = r'''
@@ -74,9 +83,16 @@ cli:
     of that version whose help is hidden); the input of P(llmops.serving.launch_argv#filter)'s O(llmops.serving.launch_argv#filter:options).
   type: dict
   returned: success
+help_cached:
+  description: Whether the option list came from O(help_cache_dir) instead of running C(--help).
+  type: bool
+  returned: success
 '''
 
+import hashlib
+import json
 import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args
@@ -107,7 +123,37 @@ ARGUMENT_SPEC = dict(
     engine=dict(type='str', default='sglang', choices=list(_sglang_args.ENGINES)),
     env=dict(type='dict', default={}),
     argv=dict(type='list', elements='str'),
+    help_cache_dir=dict(type='path'),
 )
+
+
+def help_cache_path(cache_dir, python, engine, version, env):
+    """The cache file of one interpreter, engine, version and environment."""
+    key = json.dumps([os.path.realpath(python), engine, version, sorted(env.items())])
+    return os.path.join(cache_dir, '%s-%s-%s.json' % (engine, version, hashlib.sha256(key.encode()).hexdigest()[:16]))
+
+
+def read_help_cache(path):
+    """The cached option list, or None when there is none or it cannot be read."""
+    try:
+        with open(path, encoding='utf-8') as handle:
+            options = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return options if isinstance(options, dict) and options else None
+
+
+def write_help_cache(path, options):
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.help-')
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as handle:
+            json.dump(options, handle, sort_keys=True)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def main():
@@ -134,14 +180,21 @@ def main():
     if not version:
         module.fail_json(msg='%s is importable with %s but reports no version' % (engine, python))
     server_module = _sglang_args.SERVER_MODULES[engine]
-    try:
-        options = _sglang_args.parse_help(run(['-m', server_module, '--help'], 'python -m %s --help' % server_module),
-                                          version=version, engine=engine)
-    except _sglang_args.LaunchArgsError as exc:
-        module.fail_json(msg='%s reports version %r: %s' % (engine, version, exc))
-    if not options:
-        module.fail_json(msg='python -m %s --help printed no options: cannot check flags' % server_module)
-    result = dict(changed=False, version=version,
+    cache_dir = module.params['help_cache_dir']
+    cache = help_cache_path(cache_dir, python, engine, version, env) if cache_dir else None
+    options = read_help_cache(cache) if cache else None
+    cached = options is not None
+    if not cached:
+        try:
+            options = _sglang_args.parse_help(run(['-m', server_module, '--help'], 'python -m %s --help' % server_module),
+                                              version=version, engine=engine)
+        except _sglang_args.LaunchArgsError as exc:
+            module.fail_json(msg='%s reports version %r: %s' % (engine, version, exc))
+        if not options:
+            module.fail_json(msg='python -m %s --help printed no options: cannot check flags' % server_module)
+        if cache and not module.check_mode:
+            write_help_cache(cache, options)
+    result = dict(changed=False, version=version, help_cached=cached,
                   cli=dict(engine=engine, version=version, module=server_module, options=options))
     if module.params['argv'] is not None:
         try:

@@ -46,3 +46,38 @@ def test_bad_flag_fails_naming_it(capsys):
 def test_missing_engine_fails_readably(capsys, python, env, message):
     result = run(capsys, python=python, env=env)
     assert result['failed'] and message in result['msg']
+
+
+def test_help_cache_is_read_back_and_keyed_by_version(capsys, tmp_path):
+    cache = str(tmp_path / 'help-cache')
+    env = {'PYTHONPATH': SIM, 'SGLANG_SIM_VERSION': '0.5.15.post1'}
+    first = run(capsys, python=sys.executable, env=env, help_cache_dir=cache)
+    assert not first['help_cached'] and len(os.listdir(cache)) == 1
+    # A cached list is used as is: plant a marker option and see it come back.
+    path = os.path.join(cache, os.listdir(cache)[0])
+    with open(path, encoding='utf-8') as handle:
+        options = json.load(handle)
+    options['--planted-by-test'] = {'takes_value': False}
+    with open(path, 'w', encoding='utf-8') as handle:
+        json.dump(options, handle)
+    second = run(capsys, python=sys.executable, env=env, help_cache_dir=cache)
+    assert second['help_cached'] and '--planted-by-test' in second['cli']['options']
+    # Another version is another key: --help runs again.
+    other = run(capsys, python=sys.executable, env=dict(env, SGLANG_SIM_VERSION='0.5.23'), help_cache_dir=cache)
+    assert not other['help_cached'] and '--planted-by-test' not in other['cli']['options']
+    assert len(os.listdir(cache)) == 2
+
+
+def test_unreadable_help_cache_is_rewritten_and_check_mode_writes_nothing(capsys, tmp_path):
+    cache = str(tmp_path / 'help-cache')
+    env = {'PYTHONPATH': SIM}
+    checked = run(capsys, python=sys.executable, env=env, help_cache_dir=cache, _ansible_check_mode=True)
+    assert not checked['help_cached'] and not os.path.exists(cache)
+    run(capsys, python=sys.executable, env=env, help_cache_dir=cache)
+    path = os.path.join(cache, os.listdir(cache)[0])
+    with open(path, 'w', encoding='utf-8') as handle:
+        handle.write('{not json')
+    again = run(capsys, python=sys.executable, env=env, help_cache_dir=cache)
+    assert not again['help_cached'] and again['cli']['options']['--model-path']['takes_value']
+    with open(path, encoding='utf-8') as handle:
+        assert '--model-path' in json.load(handle)

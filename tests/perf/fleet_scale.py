@@ -1,0 +1,132 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What does a deploy cost per host as the fleet grows? SSH commands, tasks, wall and CPU time.
+
+For each fleet size N: N network-namespace hosts (tests/integration/fleet.py) with the SGLang
+simulator (a test double: its start times are not GPU figures), one batch of N hosts, then
+``playbooks/deploy.yml`` (first deploy), the same again (a no-op: it must change nothing and
+keep every PID) and ``playbooks/stop.yml``. Printed per N and run:
+
+- SSH commands per host: every ``ssh`` the controller starts, counted through a wrapper set as
+  ``ansible_ssh_executable`` (a count, so it does not depend on how busy the machine is);
+- tasks per host that ran (ok + changed + failed) and were skipped, from the play recap;
+- wall seconds, and the controller's CPU seconds per host (its children's user + system time).
+
+    .venv/bin/python tests/perf/fleet_scale.py [--sizes 4 16] [--forks 50]
+
+Needs root (the fleet) and the installed collection (``make collection``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'integration'))
+
+import fleet as fleet_lib  # noqa: E402  (tests/integration/fleet.py)
+from test_deploy import deploy_vars  # noqa: E402  (the fleet's deploy settings, as the integration tests use them)
+
+BIN = os.path.dirname(sys.executable)
+RECAP = re.compile(r'^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)', re.M)
+SSH_WRAPPER = '#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec ssh "$@"\n'
+
+
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def playbook(fleet, name, extra, forks, ssh_log):
+    """Run one playbook on the fleet; returns (wall s, controller CPU s, recap, SSH commands per host)."""
+    open(ssh_log, 'w').close()
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, 'ansible.cfg'), ANSIBLE_FORKS=str(forks),
+               ANSIBLE_NOCOLOR='1',
+               ANSIBLE_COLLECTIONS_PATH=os.environ.get('ANSIBLE_COLLECTIONS_PATH', os.path.join(ROOT, '.collections')))
+    with tempfile.NamedTemporaryFile('w', suffix='.json') as handle:
+        json.dump(extra, handle)
+        handle.flush()
+        cpu, start = children_cpu(), time.monotonic()
+        proc = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', fleet.inventory, os.path.join(ROOT, name),
+                               '-e', '@' + handle.name], env=env, capture_output=True, text=True, check=False)
+        wall, cpu = time.monotonic() - start, children_cpu() - cpu
+    if proc.returncode != 0:
+        raise SystemExit('%s failed (rc %d):\n%s' % (name, proc.returncode, proc.stdout[-12000:]))
+    recap = {m.group(1): tuple(int(g) for g in m.groups()[1:]) for m in RECAP.finditer(proc.stdout)}
+    by_address = {host['address']: host_name for host_name, host in fleet.hosts.items()}
+    commands = collections.Counter()
+    with open(ssh_log, encoding='utf-8') as handle:
+        for line in handle:
+            for token in line.split():
+                host_name = by_address.get(token.rpartition('@')[2])
+                if host_name:
+                    commands[host_name] += 1
+                    break
+    return wall, cpu, recap, commands
+
+
+def server_pids(fleet):
+    return {name: fleet.ssh(name, 'cat /run/llmops/sglang-main.pid 2>/dev/null || echo null').stdout.strip()
+            for name in fleet.hosts}
+
+
+def measure(size, forks, speed):
+    directory = tempfile.mkdtemp(prefix='llf-scale-', dir='/tmp')
+    fleet = fleet_lib.Fleet(directory)
+    ssh_log = os.path.join(directory, 'ssh-commands.log')
+    wrapper = os.path.join(directory, 'ssh')
+    with open(wrapper, 'w', encoding='utf-8') as handle:
+        handle.write(SSH_WRAPPER.format(log=ssh_log))
+    os.chmod(wrapper, 0o755)
+    rows = []
+    try:
+        fleet.up(ns_hosts=size, die_with_parent=True)
+        extra = deploy_vars(llmops_serial=size, ansible_ssh_executable=wrapper)
+        extra['sglang_server_env'] = dict(extra['sglang_server_env'], SGLANG_SIM_SPEED=speed)
+        playbook(fleet, 'tests/sim/prepare_host.yml', extra, forks, ssh_log)
+        for label, name in (('first deploy', 'playbooks/deploy.yml'), ('no-op redeploy', 'playbooks/deploy.yml'),
+                            ('stop', 'playbooks/stop.yml')):
+            before = server_pids(fleet) if label == 'no-op redeploy' else None
+            wall, cpu, recap, commands = playbook(fleet, name, extra, forks, ssh_log)
+            hosts = sorted(fleet.hosts)
+            if before is not None:
+                changed = {h: recap[h][1] for h in hosts if recap[h][1]}
+                if changed or server_pids(fleet) != before:
+                    raise SystemExit('the no-op redeploy of %d hosts changed something: %s' % (size, changed))
+            ran = [recap[h][0] + recap[h][3] for h in hosts]
+            skipped = [recap[h][4] for h in hosts]
+            ssh = [commands[h] for h in hosts]
+            rows.append((size, label, wall, cpu / size, max(ran), max(skipped), min(ssh), max(ssh)))
+    finally:
+        fleet.down()
+        shutil.rmtree(directory, ignore_errors=True)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--sizes', type=int, nargs='+', default=[4, 16])
+    parser.add_argument('--forks', type=int, default=50)
+    parser.add_argument('--speed', default='0.05', help='SGLANG_SIM_SPEED of the simulated servers')
+    args = parser.parse_args()
+    print('fleet_scale: namespace hosts with the SGLang SIMULATOR, one batch, forks %d' % args.forks)
+    print('%4s  %-15s %8s %14s %10s %8s %14s' % ('N', 'run', 'wall s', 'ctl CPU s/host', 'tasks/host', 'skipped',
+                                                  'ssh cmds/host'))
+    for size in args.sizes:
+        for n, label, wall, cpu, ran, skipped, ssh_min, ssh_max in measure(size, args.forks, args.speed):
+            ssh = str(ssh_max) if ssh_min == ssh_max else '%d-%d' % (ssh_min, ssh_max)
+            print('%4d  %-15s %8.1f %14.2f %10d %8d %14s' % (n, label, wall, cpu, ran, skipped, ssh), flush=True)
+
+
+if __name__ == '__main__':
+    main()

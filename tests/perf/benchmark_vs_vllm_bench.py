@@ -33,7 +33,7 @@ def main(argv=None):
     parser.add_argument('--num-prompts', type=int, default=16)
     parser.add_argument('--output-len', type=int, default=64)
     args = parser.parse_args(argv)
-    sys.path[:0] = [str(ROOT), str(ENGINES)]
+    sys.path[:0] = [str(ROOT), str(ROOT / 'tests'), str(ENGINES)]
     importlib.import_module('tests.conftest')  # links the repository as ansible_collections.llmops.serving
     from engine_server import ENGINE_PYTHON, VllmServer  # pylint: disable=import-outside-toplevel
     from bench_crosscheck import cross_check, format_table  # pylint: disable=import-outside-toplevel

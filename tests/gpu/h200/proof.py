@@ -10,7 +10,12 @@ Steps are grouped in phases, one device call each (each under 10 minutes):
 stop; ``b`` random drafter, drafter with the other layer naming, stop; ``c`` benchmark,
 stop; ``d`` (with SGLang 0.5.11 installed instead, tests/gpu/wheels-sglang-0.5.11.txt) a
 ``layers.0`` drafter deployed without the drafter step (silently skipped: accept length
-about 1, the floor fails the host), then with it (renamed to ``midlayer``, accepted), stop.
+about 1, the floor fails the host), then with it (renamed to ``midlayer``, accepted), stop;
+``e`` deploy with an API key (the key in no log line, process argv or environment, nor in the
+playbook output; status without the key says it was refused), the random drafter with
+rollback on (back on the good drafter; seconds from the failure to serving again), stop;
+``f`` one server (depth 5) measured by llm_benchmark and by ``sglang.bench_serving`` on the
+same prompts at concurrency 1, 8 and 32 (bench_compare.py beside this file), stop.
 Every step is recorded PASS/FAIL/SKIP and the next one runs anyway; the server is always
 stopped before the driver exits. Standard library only.
 """
@@ -22,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import secrets
 import signal
 import socket
 import struct
@@ -43,12 +49,17 @@ PHASES = {
     'b': ['models', 'random', 'other_naming', 'stop'],
     'c': ['models', 'benchmark', 'stop'],
     'd': ['models', 'unfixed_0511', 'fixed_0511', 'stop'],
+    'e': ['models', 'apikey', 'rollback', 'stop'],
+    'f': ['models', 'bench_compare', 'stop'],
 }
-STARTS_SERVER = {'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511'}
+STARTS_SERVER = {'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
+                 'apikey', 'rollback', 'bench_compare'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
-                'unfixed_0511': 420, 'fixed_0511': 330}
+                'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420}
+# bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
+COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
 OLD_SGLANG = '0.5.11'  # the last SGLang that loads only midlayer.* drafter names
 
 
@@ -163,18 +174,23 @@ class Proof:
                 print('       failed check: %s: %s' % (check['check'], ' '.join(check['detail'].split())[-300:]), flush=True)
 
     # ---------------------------------------------------------------- running things
-    def playbook(self, step, playbook, extra=None, timeout=300, skip_tags=None):
-        events_path = step.folder / 'events.jsonl'
+    def playbook(self, step, playbook, extra=None, timeout=300, skip_tags=None, vars_files=(), tag=''):
+        """ansible-playbook; ``extra`` goes on its command line, ``vars_files`` (secrets) only as @file;
+        ``tag`` names the log and events files of a step's second and later playbook."""
+        suffix = '-' + tag if tag else ''
+        events_path = step.folder / ('events%s.jsonl' % suffix)
         cmd = [self.ansible_python, '-c', ANSIBLE_MAIN, '-i', str(H200 / 'inventory.yml'), str(playbook)]
         if skip_tags:
             cmd += ['--skip-tags', skip_tags]
         if self.simulate:
             cmd += ['-e', '@%s' % (H200 / 'simulate.yml')]
+        for path in vars_files:
+            cmd += ['-e', '@%s' % path]
         for key, value in (extra or {}).items():
             cmd += ['-e', json.dumps({key: value})]
         env = dict(self.env, LLMOPS_PROOF_EVENTS=str(events_path))
         timeout = max(10.0, min(timeout, self.left() - RESERVE_S))
-        log = step.folder / 'ansible.log'
+        log = step.folder / ('ansible%s.log' % suffix)
         start = time.monotonic()
         with log.open('w') as handle:
             handle.write('$ ansible-playbook %s\n' % ' '.join(cmd[3:]))
@@ -194,7 +210,7 @@ class Proof:
         trim_file(log, 500, 900)
         recap = run.recap()
         if recap:
-            step.figures['recap'] = recap
+            step.figures['recap' + suffix.replace('-', '_')] = recap
         if timed_out:
             step.check('ansible-playbook finished', False, 'killed after %.0f s' % timeout)
         return run
@@ -348,9 +364,10 @@ class Proof:
         step.check('one GPU seen', len(gpus) == 1, '%d GPUs' % len(gpus))
         step.figures['gpu_table'] = result.get('summary')
 
-    def deploy(self, step, extra, timeout, skip_tags=None):
+    def deploy(self, step, extra, timeout, skip_tags=None, vars_files=()):
         apps_before = self.nvidia_smi()[0]
-        run = self.playbook(step, REPO / 'playbooks' / 'deploy.yml', extra=extra, timeout=timeout, skip_tags=skip_tags)
+        run = self.playbook(step, REPO / 'playbooks' / 'deploy.yml', extra=extra, timeout=timeout, skip_tags=skip_tags,
+                            vars_files=vars_files)
         self.keep_server_log(step)
         plan = run.fact('sglang_server_plan') or {}
         result = run.fact('sglang_server_result') or {}
@@ -387,10 +404,7 @@ class Proof:
             step.check('smoke accept length >= floor %.1f' % FLOOR, value is not None and value >= FLOOR, value)
 
     def check_flags(self, step, pid, depth):
-        try:
-            argv = Path('/proc', str(pid), 'cmdline').read_bytes().decode().split('\0')
-        except (OSError, TypeError):
-            argv = []
+        argv = process_argv(pid)
         pairs = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith('--')}
         want = {'--speculative-num-draft-tokens': str(depth), '--speculative-num-steps': str(depth - 1),
                 '--speculative-eagle-topk': '1'}
@@ -468,9 +482,10 @@ class Proof:
             handle.write('\n3 s later:\n' + later[2])
 
     def step_random(self, step):
+        # The host is left as it failed (step rollback shows the rollback).
         run, plan, health, smoke, pid = self.deploy(step, {
             'sglang_server_speculative_draft_model_path': str(self.models / 'drafters' / RANDOM),
-            'sglang_server_speculative_depth': 5}, STEP_TIMEOUT['random'])
+            'sglang_server_speculative_depth': 5, 'llmops_rollback': False}, STEP_TIMEOUT['random'])
         self.check_not_accepted(step, run, health, smoke)
 
     def check_not_accepted(self, step, run, health, smoke):
@@ -582,6 +597,161 @@ class Proof:
                     for r in c.get('runs') or [])) for c in candidates]
             step.figures['best'] = (data.get('best') or {}).get('name')
 
+    # ---------------------------------------------------------------- phase e: API key, rollback
+    def api_key(self):
+        """The proof's API key (made once per machine, never written into the bundle) and the
+        0600 vars file that carries it to ansible-playbook (never its command line)."""
+        folder = self.work / 'secret'
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = folder / 'api_key.yml'
+        if not path.exists():
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, 'w') as handle:
+                handle.write('sglang_server_api_key: llmops-proof-%s\n' % secrets.token_hex(16))
+        return path.read_text().split(':', 1)[1].strip(), path
+
+    def status(self, step, tag, vars_files=()):
+        """status.yml: (run, sglang_server_status, the printed lines)."""
+        run = self.playbook(step, REPO / 'playbooks' / 'status.yml', timeout=STEP_TIMEOUT['status'],
+                            vars_files=vars_files, tag=tag)
+        status = run.fact('sglang_server_status') or {}
+        printed = [str(r.get('msg')) for r in run.results('debug') if r.get('msg')]
+        step.figures['status_' + tag.replace('-', '_')] = printed
+        return run, status, printed
+
+    def check_no_key(self, step, key, what, texts):
+        where = [name for name, text in texts if key in text]
+        step.check('key in %s' % what if where else 'key in no %s' % what, not where, where)
+
+    def step_apikey(self, step):
+        key, key_vars = self.api_key()
+        run, plan, health, smoke, pid = self.deploy(step, {
+            'sglang_server_speculative_draft_model_path': str(self.models / 'drafters' / GOOD),
+            'sglang_server_speculative_depth': 5}, STEP_TIMEOUT['apikey'], vars_files=[key_vars])
+        self.check_ready(step, run, health, smoke)
+        self.check_flags(step, pid, 5)
+        self.memo(pid_apikey=pid)
+        # The server's own log, read whole (server.log in the bundle is trimmed).
+        log = self.log_path.read_text(errors='replace').splitlines() if self.log_path.exists() else []
+        args_lines = [line for line in log if 'server_args=' in line and re.search(r'\bapi_key=', line)]
+        step.check('server log read', log, self.log_path)
+        self.check_no_key(step, key, 'line of the server log', [('line %d' % n, line) for n, line in enumerate(log, 1)])
+        step.check("the server's own argument line shows the key redacted",
+                   args_lines and all("api_key='<redacted>'" in line for line in args_lines),
+                   [re.findall(r'\bapi_key=[^,)]*', line) for line in args_lines][:3])
+        for path in (self.log_path, self.work / 'etc' / 'sglang-main.key'):
+            mode = oct(path.stat().st_mode & 0o777) if path.exists() else None
+            step.check('%s has mode 0600' % path.name, mode == '0o600', mode)
+        session = self.server_pid()
+        processes = self.server_processes(session) if session else []
+        step.figures['server_processes'] = len(processes)
+        step.check("the server's session has processes", processes, 'session %s' % session)
+        held = process_holding(key.encode())
+        step.check("key in no /proc/PID/cmdline nor environ of the server's session",
+                   processes and not [h for h in held if h[1] == str(session)], held)
+        step.check('key in no /proc/PID/cmdline nor environ on the machine', not held, held)
+        self.check_no_key(step, key, 'line of the playbook output nor task result',
+                          [('ansible output', '\n'.join(run.lines)), ('events', json.dumps(run.events))])
+        bare, status, printed = self.status(step, 'without-key')
+        step.check('status without the key: playbook succeeded', bare.rc == 0, 'rc %s' % bare.rc)
+        message = str(status.get('msg'))
+        step.figures['refused'] = message
+        step.check('status without the key: unauthorized', status.get('unauthorized') is True, status)
+        step.check('status without the key: the message says HTTP 401 and names sglang_server_api_key',
+                   'HTTP 401' in message and 'sglang_server_api_key' in message, message)
+        step.check('status without the key: the printed line says refused', any('refused=' in line for line in printed),
+                   printed)
+        keyed, status, printed = self.status(step, 'with-key', vars_files=[key_vars])
+        step.check('status with the key: playbook succeeded', keyed.rc == 0, 'rc %s' % keyed.rc)
+        step.check('status with the key: healthy, authorised, depth 5, the same PID',
+                   status.get('healthy') is True and status.get('unauthorized') is False
+                   and str(status.get('depth')) == '5' and str(status.get('pid')) == str(pid), status)
+        self.check_no_key(step, key, 'status output', [(tag, '\n'.join(r.lines) + json.dumps(r.events))
+                                                       for tag, r in (('without key', bare), ('with key', keyed))])
+        self.keep_server_log(step)
+        self.check_no_key(step, key, 'file of the results bundle', files_text(self.results))
+
+    def step_rollback(self, step):
+        key, key_vars = self.api_key()
+        before = self.memo().get('pid_apikey')
+        good = str(self.models / 'drafters' / GOOD)
+        run, plan, health, smoke, pid = self.deploy(step, {
+            'sglang_server_speculative_draft_model_path': str(self.models / 'drafters' / RANDOM),
+            'sglang_server_speculative_depth': 5, 'llmops_rollback': True}, STEP_TIMEOUT['rollback'],
+            vars_files=[key_vars])
+        checks = [e for e in run.events if e['action'].endswith('wait_for_llm_health') and e['outcome'] != 'skipped']
+        step.figures['health_checks'] = ['%s %s: %s' % (e['outcome'], e['result'].get('status'),
+                                                        str(e['result'].get('msg') or '')[:200]) for e in checks]
+        step.check('playbook failed the host', run.rc != 0, 'rc %s' % run.rc)
+        if not step.check('two health checks: the random drafter, then the rollback', len(checks) == 2, len(checks)):
+            return
+        verdict, back = checks
+        message = str(verdict['result'].get('msg') or '')
+        accept = (verdict['result'].get('smoke') or {}).get('accept_length')
+        step.figures.update(random_accept_length=accept, accept_length=smoke.get('accept_length'))
+        step.check('the random drafter failed the floor', verdict['outcome'] == 'failed' and NOT_ACCEPTED in message
+                   and accept is not None and accept < FLOOR, '%s, accept %s: %s' % (verdict['outcome'], accept, message))
+        result = run.fact('sglang_server_result') or {}
+        step.figures.update(rollback_s=result.get('rollback_s'), rollback_ready_s=back['result'].get('elapsed'),
+                            failure_to_serving_s=round(back['time'] - verdict['time'], 1))
+        step.check('sglang_server_result says rolled_back', result.get('state') == 'rolled_back', result.get('state'))
+        failed = failure_messages(run)
+        step.check('the play fails with the rollback message',
+                   'rolled_back' in failed and 'serving the last good configuration again' in failed, failed[-600:])
+        phases = [p.get('phase') for p in back['result'].get('phases') or []]
+        step.check('the rollback health check: ready, timeline ends ready',
+                   back['result'].get('status') == 'ready' and phases[-1:] == ['ready'], ' -> '.join(map(str, phases)))
+        step.check('rolled-back server: accept length >= %.1f' % FLOOR,
+                   smoke.get('accept_length') is not None and smoke['accept_length'] >= FLOOR, smoke.get('accept_length'))
+        pid = self.server_pid()
+        argv = process_argv(pid)
+        drafter = argv[argv.index('--speculative-draft-model-path') + 1] if '--speculative-draft-model-path' in argv else None
+        step.figures['pid_after'] = pid
+        step.check('the running server is a new one (restarted twice)', pid is not None and pid != before,
+                   '%s -> %s' % (before, pid))
+        step.check("the running server has the good drafter's path", drafter == good, drafter)
+        self.check_flags(step, pid, 5)
+        step.check('no --api-key on the command line of the rolled-back server', '--api-key' not in argv, argv[-6:])
+        step.check('the rolled-back server still refuses requests without the key',
+                   self.status(step, 'without-key')[1].get('unauthorized') is True)
+        dummy, status, printed = self.status(step, 'with-key', vars_files=[key_vars])
+        step.check('status with the key: healthy, depth 5, that PID, accept length >= %.1f' % FLOOR,
+                   status.get('healthy') is True and str(status.get('depth')) == '5' and str(status.get('pid')) == str(pid)
+                   and status.get('accept_length') is not None and float(status['accept_length']) >= FLOOR, status)
+        self.check_no_key(step, key, 'file of the results bundle', files_text(self.results))
+
+    # ---------------------------------------------------------------- phase f: llm_benchmark beside bench_serving
+    def step_bench_compare(self, step):
+        run, plan, health, smoke, pid = self.deploy(step, {
+            'sglang_server_speculative_draft_model_path': str(self.models / 'drafters' / GOOD),
+            'sglang_server_speculative_depth': 5}, STEP_TIMEOUT['bench_compare'])
+        self.check_ready(step, run, health, smoke)
+        self.check_flags(step, pid, 5)
+        if not step.checks or not all(c['ok'] for c in step.checks):
+            return
+        port = self.env.get('LLMOPS_PROOF_PORT') or '30000'
+        cmd = [self.ansible_python, str(H200 / 'bench_compare.py'), '--url', 'http://127.0.0.1:%s' % port,
+               '--model', str(self.models / 'target'), '--work', str(self.work / 'compare'), '--out', str(step.folder),
+               '--collections', str(self.work / 'collections')]
+        for key, value in COMPARE.items():
+            cmd += ['--' + key.replace('_', '-')] + [str(v) for v in (value if isinstance(value, list) else [value])]
+        rc, out = self.command(cmd, timeout=max(30.0, self.left() - RESERVE_S))
+        (step.folder / 'bench_compare.log').write_text(out[-60000:])
+        step.check('bench_compare.py exit status 0', rc == 0, out.strip().splitlines()[-3:] if out.strip() else rc)
+        path = step.folder / 'compare.json'
+        data = json.loads(path.read_text()) if path.exists() else {}
+        tables = data.get('tables') or {}
+        step.check('measured at concurrency %s' % COMPARE['concurrency'],
+                   sorted(int(c) for c in tables) == COMPARE['concurrency'], sorted(tables))
+        step.check('every llm_benchmark run completed every request', data.get('ours_complete') is True,
+                   data.get('ours_errors'))
+        step.check('every bench_serving run completed every request', data.get('theirs_complete') is True,
+                   data.get('theirs_errors'))
+        step.figures['ratio_table'] = (step.folder / 'compare.md').read_text().splitlines() \
+            if (step.folder / 'compare.md').exists() else []
+        step.figures['output_tok_s_ratios'] = ', '.join(
+            'c%s %.2f' % (c, t['output tok/s']['ratio']) for c, t in tables.items() if 'output tok/s' in t)
+
     # ---------------------------------------------------------------- bundle
     def cleanup(self):
         """Stop the server if anything of it is left (recorded as a step)."""
@@ -620,6 +790,37 @@ def failure_messages(run):
                      for e in run.events if e['outcome'] == 'failed')
 
 
+def process_argv(pid):
+    try:
+        return Path('/proc', str(pid), 'cmdline').read_bytes().decode(errors='replace').split('\0')
+    except (OSError, TypeError):
+        return []
+
+
+def process_holding(secret):
+    """``[(pid, session id, 'cmdline'|'environ')]`` of every process whose command line or
+    environment holds ``secret`` (bytes); the driver itself holds it only in memory."""
+    held = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path('/proc', entry, 'stat').read_text()
+            session = stat[stat.rfind(')') + 2:].split()[3]
+            for name in ('cmdline', 'environ'):
+                if secret in Path('/proc', entry, name).read_bytes():
+                    held.append((entry, session, name))
+        except (OSError, IndexError):
+            continue
+    return held
+
+
+def files_text(folder):
+    """``[(relative path, text)]`` of every file under ``folder``."""
+    return [(str(path.relative_to(folder)), path.read_bytes().decode(errors='replace'))
+            for path in sorted(folder.rglob('*')) if path.is_file()]
+
+
 def safetensors_names(path):
     try:
         with path.open('rb') as handle:
@@ -653,7 +854,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description='H200 proof of llmops.serving (tests/gpu/README.md)')
     parser.add_argument('--simulate', action='store_true', help='SGLang simulator and nvidia-smi stand-in')
     parser.add_argument('what', nargs='*', default=['all'],
-                        help='phases a, b, c, d (SGLang 0.5.11 installed), all (a, b, c; default) or step names: %s' % ', '.join(STEP_TIMEOUT))
+                        help='phases a, b, c, d (SGLang 0.5.11 installed), e, f, all (a, b, c; default) or step names: %s' % ', '.join(STEP_TIMEOUT))
     args = parser.parse_args(argv)
     steps, label = [], ' '.join(args.what)
     for item in args.what:

@@ -4,14 +4,16 @@
 
 Enabled by the driver beside the default stdout callback; writes to the file named by
 the environment variable LLMOPS_PROOF_EVENTS (nothing when unset). Each line holds the
-task name, action, host, outcome and the result without ``invocation`` (long strings and
-lists cut), so the driver can check PIDs, plans, health phases and acceptance figures.
+task name, action, host, outcome, the time it was reported (``time``, seconds since the
+epoch) and the result without ``invocation`` (long strings and lists cut), so the driver can
+check PIDs, plans, health phases and acceptance figures, and time what happened between tasks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 from ansible.parsing.ajson import AnsibleJSONEncoder
 from ansible.plugins.callback import CallbackBase
@@ -60,6 +62,7 @@ class CallbackModule(CallbackBase):
             'action': result.task.action,
             'host': result.host.get_name(),
             'outcome': outcome,
+            'time': round(time.time(), 3),
             'result': cut(dict(result.result)),
         }
         with open(self._path, 'a') as handle:

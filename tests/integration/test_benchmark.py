@@ -5,8 +5,10 @@
 Simulator (local inventory): the simulator's timing model (tests/sim/README.md) makes
 depth 10 the fastest at 8 concurrent requests with a drafter of quality 0.95 (+20 % over
 depth 5, +23 % over 16). One sweep (baseline, 16, 10, 5; apply_best) must find it, write
-a report that agrees with results.json, show its progress in task names, and leave the
-server running depth 10.
+a report that agrees with results.json, show its progress in task names, say SIMULATOR
+in the report, results.json and chart, and leave the server running depth 10. A second,
+short sweep without apply_best puts the server back on its deployed depth (16, the local
+inventory's).
 
 Real vLLM CPU engine (tests/engines, marker ``engine``): the module's token counts equal
 the engine's own /metrics counters exactly, its acceptance length equals the counters'
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import urllib.request
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -54,7 +57,7 @@ def sweep_vars(base, port):
         'spec_sweep_input_len': 32,
         'spec_sweep_output_len': 256,
         'spec_sweep_warmup_requests': 2,
-        'spec_sweep_rounds': 3,  # best of 3: the machine is shared
+        'spec_sweep_rounds': 3,  # figures are the median of 3 rounds: the machine is shared
         'spec_sweep_report_dir': str(base / 'report'),
         'spec_sweep_apply_best': True,
     }
@@ -79,6 +82,7 @@ def test_sweep_on_the_simulator(run_playbook, prepare_simulator, tmp_path):
         check_report_agrees_with_results_json(sweep)
         check_chart_renders_one_line_per_concurrency(sweep)
         check_best_depth_is_left_running(sweep)
+        check_sweep_without_apply_best_restores_the_deployed_depth(run_playbook, dict(extra, spec_sweep_apply_best=False))
         # SGLang 0.5.15 (and the simulator) logs a deprecation for every /get_server_info.
         assert 'is deprecated' not in (tmp_path / 'log' / 'sglang-main.log').read_text()
     finally:
@@ -108,7 +112,11 @@ def check_sweep_finds_the_middle_depth(sweep):
     assert list(by_name) == ['baseline', 'depth 16', 'depth 10', 'depth 5']
     runs = {name: c['runs'][0] for name, c in by_name.items()}
     for name, run in runs.items():
-        assert (run['completed'], run['failed'], run['output_tokens']) == (16, 0, 16 * 256), name
+        # Counts are the sum of the 3 rounds.
+        assert (run['completed'], run['failed'], run['output_tokens']) == (3 * 16, 0, 3 * 16 * 256), name
+        spread = run['spread']['output_throughput']
+        assert spread['min'] <= run['output_throughput'] == spread['median'] <= spread['max'], name
+        assert len(run['rounds']) == 3, name
         # The client counts what the server counts.
         assert run['server_counters']['generation_tokens'] == run['output_tokens'], name
     # Acceptance against the simulator's model E(N) at q = 0.95 (README): 7.49, 6.68, 4.36.
@@ -125,6 +133,8 @@ def check_sweep_finds_the_middle_depth(sweep):
     assert by_name['baseline']['server_args']['speculative_algorithm'] is None
     assert results['versions']['engine'] == '0.5.15.post1'
     assert results['applied'] == 'depth 10'
+    assert results['restored'] is None
+    assert results['simulator'] is True
 
 
 def check_report_agrees_with_results_json(sweep):
@@ -133,7 +143,7 @@ def check_report_agrees_with_results_json(sweep):
     rows = {}
     for line in report.splitlines():
         cells = [c.strip() for c in line.strip().strip('|').split('|')]
-        if len(cells) == 12 and re.match(r'^[\d.]+$', cells[1]):
+        if len(cells) == 13 and re.match(r'^[\d.]+$', cells[1]):
             rows[cells[0]] = cells
     baseline = results['candidates'][0]['runs'][0]['output_throughput']
     assert set(rows) == {'baseline', 'depth 16', '**depth 10** (best)', 'depth 5'}
@@ -141,34 +151,62 @@ def check_report_agrees_with_results_json(sweep):
         run = cand['runs'][0]
         row = rows['**depth 10** (best)' if cand['name'] == 'depth 10' else cand['name']]
         assert row[1] == '%.1f' % run['output_throughput']
-        assert row[2] == '%.2fx' % (run['output_throughput'] / baseline)
-        assert row[3] == ('%.2f' % run['accept_length'] if run['accept_length'] is not None else 'n/a')
-        assert row[10] == '%d / %d' % (run['completed'], run['failed'])
+        spread = run['spread']['output_throughput']
+        assert row[2] == '%.1f-%.1f' % (spread['min'], spread['max'])
+        assert row[3] == '%.2fx' % (run['output_throughput'] / baseline)
+        assert row[4] == ('%.2f' % run['accept_length'] if run['accept_length'] is not None else 'n/a')
+        assert row[11] == '%d / %d' % (run['completed'], run['failed'])
     assert '**Best overall: depth 10**' in report and 'rolled out and verified' in report
+    assert report.startswith('# Speculative decoding sweep on localhost (SIMULATOR)')
+    assert 'not from SGLang on a GPU' in report
+    level = results['best']['levels']['8']
+    assert '| 8 | depth 10 | %.1f' % level['output_throughput']['median'] in report
+    assert level['why'] in report
 
 
 def check_chart_renders_one_line_per_concurrency(sweep):
     results = json.loads((sweep['dir'] / 'results.json').read_text())
     root = ET.parse(str(sweep['dir'] / 'chart.svg')).getroot()
-    lines = root.findall('.//%spolyline' % SVG)
-    assert len(lines) == 2  # throughput and acceptance panels, one concurrency level each
-    throughput_points = [tuple(map(float, p.split(','))) for p in lines[0].get('points').split()]
+    lines = {line.get('class'): line for line in root.findall('.//%spolyline' % SVG)}
+    # Throughput, speed-up and acceptance, one concurrency level each.
+    assert set(lines) == {'throughput', 'speedup-line', 'accept-line'}
+    assert {line.get('data-concurrency') for line in lines.values()} == {'8'}
+    throughput_points = [tuple(map(float, p.split(','))) for p in lines['throughput'].get('points').split()]
     assert len(throughput_points) == 3
-    # SVG y grows downwards: depth 10 (the middle x position) is the highest point.
+    # Depths to scale (5, 10, 16); SVG y grows downwards: depth 10 is the highest point.
     xs = [point[0] for point in throughput_points]
-    assert xs == sorted(xs)
+    assert (xs[1] - xs[0]) / (xs[2] - xs[1]) == pytest.approx(5.0 / 6.0, rel=0.01)
     heights = {depth: point[1] for depth, point in zip((5, 10, 16), throughput_points)}
     assert heights[10] < heights[5] and heights[10] < heights[16]
     texts = ''.join(t.text or '' for t in root.iter('%stext' % SVG))
-    assert 'best: %s' % results['best']['name'] in texts
+    assert 'best overall: %s' % results['best']['name'] in texts
+    assert 'SIMULATOR' in texts
+    assert len([e for e in root.iter('%sline' % SVG) if e.get('class') == 'spread']) == 3 * 3  # a bar per point
 
 
-def check_best_depth_is_left_running(sweep):
+def check_best_depth_is_left_running(sweep, depth=10):
     url = 'http://127.0.0.1:%d/server_info' % sweep['port']
     with urllib.request.urlopen(url, timeout=10) as resp:
         info = json.loads(resp.read())
-    assert info['speculative_num_draft_tokens'] == 10
-    assert info['speculative_num_steps'] == 9
+    assert info['speculative_num_draft_tokens'] == depth
+    assert info['speculative_num_steps'] == depth - 1
+
+
+def check_sweep_without_apply_best_restores_the_deployed_depth(run_playbook, extra):
+    """The server runs depth 10 (rolled out); a one-candidate sweep leaves depth 5 running, then
+    puts back what the inventory deploys (depth 16)."""
+    extra.update({'spec_sweep_depths': [5], 'spec_sweep_baseline': False, 'spec_sweep_rounds': 1,
+                  'spec_sweep_num_prompts': 4, 'spec_sweep_output_len': 32, 'spec_sweep_warmup_requests': 0})
+    result = run_playbook('playbooks/benchmark.yml', inventory=LOCAL, extra_vars=extra)
+    assert result.rc == 0, result.stdout[-6000:]
+    assert 'TASK [Plan the server for the deployed configuration]' in result.stdout
+    check_best_depth_is_left_running({'port': extra['sglang_server_port']}, depth=16)
+    results = json.loads((Path(extra['spec_sweep_report_dir']) / 'localhost' / 'results.json').read_text())
+    assert results['applied'] is None
+    assert results['restored'] == {'state': 'ready', 'depth': 16, 'reason': None}
+    assert results['best']['levels']['8']['established'] is True  # the only candidate
+    report = (Path(extra['spec_sweep_report_dir']) / 'localhost' / 'report.md').read_text()
+    assert 'the server runs its deployed configuration again (depth 16, ready)' in report
 
 
 # ---------------------------------------------------------------- real vLLM CPU engine

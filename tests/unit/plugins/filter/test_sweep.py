@@ -1,7 +1,8 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Tests of plugins/filter/sweep.py: the spec_sweep role's candidate list, best round and
-ranking; on random sweeps they give what the role's former Jinja gave."""
+"""Tests of plugins/filter/sweep.py: the spec_sweep role's candidate list and ranking (on
+random sweeps they give what the role's former Jinja gave), the verdict on the rounds'
+spread, and the chart."""
 
 from __future__ import annotations
 
@@ -26,15 +27,6 @@ OLD_CANDIDATES = """
   {%- set _ = out.append({'name': 'adaptive', 'depth': spec_sweep_depths | max, 'adaptive': true}) -%}
   {%- endif -%}
   {{ out }}"""
-OLD_BEST_RUNS = """
-          {%- set out = [] -%}
-          {%- for level in spec_sweep_concurrency -%}
-          {%- set rounds = __spec_sweep_bench.results | map(attribute='runs') | flatten
-                           | selectattr('concurrency', 'eq', level) | list -%}
-          {%- set _ = out.append(rounds | sort(attribute='output_throughput') | last
-                                 | combine({'rounds_output_throughput': rounds | map(attribute='output_throughput') | list})) -%}
-          {%- endfor -%}
-          {{ out }}"""
 OLD_BEST = """
       {%- set ns = namespace(name=none, score=0.0) -%}
       {%- for cand in __spec_sweep_results if cand.error is none and cand.runs | length > 0 -%}
@@ -82,25 +74,6 @@ def test_candidates_refuse_what_cannot_be_measured():
         FILTERS['sweep_candidates'](['ten'])
 
 
-def test_best_rounds_keeps_the_fastest_round_and_every_figure():
-    rounds = [{'runs': [{'concurrency': 1, 'output_throughput': 100.0, 'round': 1},
-                        {'concurrency': 8, 'output_throughput': 700.0, 'round': 1}]},
-              {'runs': [{'concurrency': 1, 'output_throughput': 120.0, 'round': 2},
-                        {'concurrency': 8, 'output_throughput': 650.0, 'round': 2}]},
-              {'runs': [{'concurrency': 1, 'output_throughput': 120.0, 'round': 3},
-                        {'concurrency': 8, 'output_throughput': 690.0, 'round': 3}]}]
-    best = FILTERS['sweep_best_rounds'](rounds, [1, 8])
-    # Of equally fast rounds the last one counts (as the former sort | last did).
-    assert [(run['concurrency'], run['round']) for run in best] == [(1, 3), (8, 1)]
-    assert best[1]['rounds_output_throughput'] == [700.0, 650.0, 690.0]
-    assert 'rounds_output_throughput' not in rounds[0]['runs'][1]
-
-
-def test_best_rounds_names_a_level_no_round_measured():
-    with pytest.raises(AnsibleFilterError, match='no benchmark run at concurrency 4'):
-        FILTERS['sweep_best_rounds']([{'runs': [{'concurrency': 1, 'output_throughput': 1.0}]}], [1, 4])
-
-
 def test_ranking_by_geometric_mean():
     def runs(at_1, at_8):
         return [{'concurrency': 1, 'output_throughput': at_1}, {'concurrency': 8, 'output_throughput': at_8}]
@@ -122,9 +95,10 @@ def test_ranking_by_geometric_mean():
 def test_ranking_when_every_candidate_failed():
     results = [{'name': 'depth 5', 'error': 'crash', 'runs': []},
                {'name': 'depth 10', 'error': None, 'runs': [{'concurrency': 8, 'output_throughput': None}]}]
-    assert FILTERS['sweep_ranking'](results, [8]) == {
-        'name': None, 'score': 0.0, 'per_concurrency': {'8': None},
-        'rank_by': 'geometric mean of output tokens/s over the concurrency levels'}
+    ranking = FILTERS['sweep_ranking'](results, [8])
+    assert (ranking['name'], ranking['score'], ranking['per_concurrency']) == (None, 0.0, {'8': None})
+    assert ranking['levels']['8'] == {'best': None, 'runner_up': None, 'speedup': None, 'established': False,
+                                      'why': 'no candidate completed at this concurrency', 'short': 'no candidate'}
 
 
 def random_sweep(rng):
@@ -136,23 +110,146 @@ def random_sweep(rng):
             {'concurrency': level, 'output_throughput': rng.choice([None, 0.0, 50.0, round(rng.uniform(1, 2000), 3)])}
             for level in levels]
         results.append({'name': 'c%d' % index, 'error': 'failed' if failed else None, 'runs': runs})
-    rounds = [{'runs': [{'concurrency': level, 'output_throughput': rng.choice([10.0, round(rng.uniform(1, 900), 2)]),
-                         'round': n} for level in levels]} for n in range(rng.randint(1, 4))]
-    return levels, results, rounds
+    return levels, results
 
 
 @pytest.mark.parametrize('seed', range(12))
 def test_filters_give_what_the_former_jinja_gave(seed):
     rng = random.Random(seed)
-    levels, results, rounds = random_sweep(rng)
-    variables = {'spec_sweep_concurrency': levels, '__spec_sweep_results': results,
-                 '__spec_sweep_bench': {'results': rounds}}
+    levels, results = random_sweep(rng)
+    variables = {'spec_sweep_concurrency': levels, '__spec_sweep_results': results}
     ranking = FILTERS['sweep_ranking'](results, levels)
     assert {'name': ranking['name'], 'score': ranking['score']} == old(OLD_BEST, **variables)
     assert ranking['per_concurrency'] == old(OLD_PER_CONCURRENCY, **variables)
-    assert FILTERS['sweep_best_rounds'](rounds, levels) == old(OLD_BEST_RUNS, **variables)
     depths = rng.sample(range(2, 20), rng.randint(1, 4))
     baseline, adaptive, engine = rng.random() < 0.5, rng.random() < 0.5, rng.choice(['sglang', 'vllm'])
     assert FILTERS['sweep_candidates'](depths, baseline=baseline, adaptive=adaptive, engine=engine) == old(
         OLD_CANDIDATES, spec_sweep_depths=depths, spec_sweep_baseline=baseline, spec_sweep_adaptive=adaptive,
         __spec_sweep_engine=engine)
+
+
+# ---------------------------------------------------------------- spread of the rounds
+
+def measured(level, low, median, high, accept=None, rounds=3):
+    """A run as llm_benchmark returns it: the median, and min/median/max over ``rounds`` rounds."""
+    return {'concurrency': level, 'output_throughput': median, 'accept_length': accept,
+            'spread': {'output_throughput': {'min': low, 'median': median, 'max': high},
+                       'accept_length': {'min': accept, 'median': accept, 'max': accept} if accept else None},
+            'rounds': [{'round': n} for n in range(1, rounds + 1)]}
+
+
+def cand(name, depth, *runs, adaptive=False):
+    return {'name': name, 'depth': depth, 'adaptive': adaptive, 'error': None, 'runs': list(runs)}
+
+
+def test_ranking_is_established_when_every_round_of_the_best_beat_the_runner_up():
+    results = [cand('baseline', None, measured(8, 480.0, 500.0, 520.0)),
+               cand('depth 10', 10, measured(8, 980.0, 1000.0, 1010.0)),
+               cand('depth 5', 5, measured(8, 900.0, 930.0, 960.0))]
+    level = FILTERS['sweep_ranking'](results, [8])['levels']['8']
+    assert (level['best'], level['runner_up'], level['established']) == ('depth 10', 'depth 5', True)
+    assert level['why'] == 'every round of depth 10 beat every round of depth 5'
+    # Speed-up: median over median, and the worst / best pairing of rounds.
+    assert level['speedup'] == pytest.approx({'min': 980.0 / 520.0, 'median': 2.0, 'max': 1010.0 / 480.0})
+    assert level['output_throughput'] == {'min': 980.0, 'median': 1000.0, 'max': 1010.0, 'rounds': 3}
+
+
+@pytest.mark.parametrize('runner_up, rounds, max_spread, short, why', [
+    # depth 5's fastest round (990) beat depth 10's slowest (980).
+    ((900.0, 950.0, 990.0), 3, 0.1, 'rounds overlap depth 5',
+     'the rounds overlap: depth 10 980.0-1010.0 tok/s (3%) against depth 5 900.0-990.0 tok/s (9%)'),
+    # Apart, but depth 5 varied by 30 % from round to round.
+    ((700.0, 800.0, 940.0), 3, 0.1, 'spread too wide',
+     'spread too wide to rank (over 10%): depth 5 700.0-940.0 tok/s (30%)'),
+    # The same figures pass with a wider limit.
+    ((700.0, 800.0, 940.0), 3, 0.5, 'ahead of depth 5 in every round', 'every round of depth 10 beat every round of depth 5'),
+    # One round: nothing is known about the spread.
+    ((800.0, 800.0, 800.0), 1, 0.1, 'one round, spread unknown',
+     'one round per candidate: the run-to-run spread is unknown (set spec_sweep_rounds to 3 or more)'),
+])
+def test_ranking_says_when_the_spread_is_too_wide_to_rank(runner_up, rounds, max_spread, short, why):
+    best = (980.0, 1000.0, 1010.0) if rounds > 1 else (1000.0, 1000.0, 1000.0)
+    results = [cand('depth 10', 10, measured(8, *best, rounds=rounds)),
+               cand('depth 5', 5, measured(8, *runner_up, rounds=rounds))]
+    level = FILTERS['sweep_ranking'](results, [8], max_spread=max_spread)['levels']['8']
+    assert level['best'] == 'depth 10'
+    assert (level['established'], level['short'], level['why']) == (short.startswith('ahead'), short, why)
+    assert level['speedup'] is None  # no baseline
+
+
+# ---------------------------------------------------------------- chart
+
+SVG = '{http://www.w3.org/2000/svg}'
+
+
+def sweep_doc(simulator=True):
+    """Three loads where a different depth wins (as the simulator's speed model makes it), and adaptive."""
+    candidates = [
+        cand('baseline', None, measured(1, 98.0, 100.0, 103.0), measured(32, 1450.0, 1500.0, 1530.0)),
+        cand('depth 16', 16, measured(1, 250.0, 260.0, 266.0, 7.5), measured(32, 1250.0, 1300.0, 1330.0, 7.5)),
+        cand('depth 10', 10, measured(1, 232.0, 240.0, 244.0, 6.7), measured(32, 1650.0, 1700.0, 1760.0, 6.7)),
+        cand('depth 5', 5, measured(1, 185.0, 190.0, 195.0, 4.4), measured(32, 1760.0, 1800.0, 1830.0, 4.4)),
+        cand('adaptive', 16, measured(1, 236.0, 245.0, 249.0, 7.4), measured(32, 1560.0, 1600.0, 1640.0, 4.6),
+             adaptive=True),
+        {'name': 'depth 32', 'depth': 32, 'adaptive': False, 'error': 'out of memory', 'runs': []},
+    ]
+    return {'host': 'gpu-01', 'simulator': simulator, 'settings': {'concurrency': [1, 32], 'engine': 'sglang', 'rounds': 3},
+            'versions': {'engine': '0.5.15.post1'}, 'candidates': candidates,
+            'best': FILTERS['sweep_ranking'](candidates, [1, 32])}
+
+
+def parse(svg):
+    import xml.etree.ElementTree as ET
+    return ET.fromstring(svg)
+
+
+def points(element):
+    return [tuple(map(float, p.split(','))) for p in element.get('points').split()]
+
+
+def test_chart_draws_depths_to_scale_and_the_best_of_each_load():
+    root = parse(FILTERS['sweep_chart'](sweep_doc()))
+    lines = {(e.get('class'), e.get('data-concurrency')): points(e) for e in root.iter(SVG + 'polyline')}
+    assert set(lines) == {(kind, level) for kind in ('throughput', 'speedup-line', 'accept-line') for level in ('1', '32')}
+    xs = [x for x, y in lines[('throughput', '1')]]
+    # Depths 5, 10, 16: the gaps are 5 and 6 depths wide on the axis.
+    assert (xs[1] - xs[0]) / (xs[2] - xs[1]) == pytest.approx(5.0 / 6.0, rel=0.01)
+    # At 1 request depth 16 is highest (SVG y grows downwards), at 32 depth 5.
+    ys1 = [y for x, y in lines[('throughput', '1')]]
+    ys32 = [y for x, y in lines[('throughput', '32')]]
+    assert min(ys1) == ys1[2] and min(ys32) == ys32[0]
+    texts = [t.text for t in root.iter(SVG + 'text')]
+    assert 'Speculative depth sweep on gpu-01 (best overall: depth 10)' in texts
+    assert texts.count('adaptive') == 4  # its own slot on every panel's axis
+    # Each load's best is ringed; a failed candidate is not drawn.
+    assert len([e for e in root.iter(SVG + 'circle') if e.get('class') == 'best']) == 2
+    assert not any('32' == t for t in texts if t)
+
+
+def test_chart_fits_the_axes_and_shows_spread_and_speed_up():
+    root = parse(FILTERS['sweep_chart'](sweep_doc()))
+    ticks = [t.text for t in root.iter(SVG + 'text') if t.get('class') == 'ytick']
+    # Concurrency 32 spans 1250..1830 tok/s: its axis starts near the data, not at 0.
+    assert ticks[ticks.index('1200'):ticks.index('1200') + 4] == ['1200', '1400', '1600', '1800']
+    assert '0' not in ticks
+    # One bar per point: 4 per throughput panel, 4 per level in speed-up and acceptance.
+    bars = [e for e in root.iter(SVG + 'line') if e.get('class') == 'spread']
+    assert len(bars) == 2 * 4 + 2 * 4 + 2 * 4
+    speedups = [t.text for t in root.iter(SVG + 'text') if t.get('class') == 'speedup']
+    assert speedups == ['2.60x', '2.40x', '1.90x', '2.45x', '0.87x', '1.13x', '1.20x', '1.07x']
+    assert len([e for e in root.iter(SVG + 'rect') if e.get('class') == 'baseline-band']) == 2
+    verdicts = [t.text for t in root.iter(SVG + 'text') if t.get('class') == 'verdict']
+    assert verdicts == ['depth 16: ahead of adaptive in every round', 'best not established (rounds overlap depth 10)']
+
+
+def test_chart_keeps_overlapping_series_apart():
+    root = parse(FILTERS['sweep_chart'](sweep_doc()))
+    accept = {e.get('data-concurrency'): points(e) for e in root.iter(SVG + 'polyline') if e.get('class') == 'accept-line'}
+    # Same acceptance at both loads: same heights, drawn side by side, different markers.
+    assert [y for x, y in accept['1']] == [y for x, y in accept['32']]
+    assert all(x32 - x1 > 3 for (x1, dummy), (x32, dummy2) in zip(accept['1'], accept['32']))
+
+
+def test_chart_says_simulator_only_for_the_simulator():
+    assert 'SIMULATOR' in FILTERS['sweep_chart'](sweep_doc(simulator=True))
+    assert 'SIMULATOR' not in FILTERS['sweep_chart'](sweep_doc(simulator=False))

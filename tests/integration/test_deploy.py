@@ -128,16 +128,17 @@ def test_rerun_changes_nothing_and_keeps_pids(deployed, run_playbook):
 
 
 def test_status_shows_every_host_without_deprecated_endpoints(deployed, run_playbook):
+    from status_output import status_table  # tests/integration/status_output.py
     fleet = deployed[0]
     pids = server_pids(fleet)
     result = run_playbook('playbooks/status.yml', extra_vars=deploy_vars(), expect_rc=0)
     assert all(result.changed(host) == 0 for host in ALL)
-    text = ' '.join(result.stdout.split())
+    table = status_table(result.stdout)
     for host in ALL:
-        line = re.search(r'%s: running=True pid=(\d+) healthy=True version=0\.5\.15\.post1 depth=16 '
-                         r'accept_length=([\d.]+) gpu_used_mib=\[' % host, text)
-        assert line, (host, result.stdout[-3000:])
-        assert int(line.group(1)) == pids[host] and float(line.group(2)) >= 1.5
+        row = table[host]
+        assert (row['running'], row['pid'], row['healthy'], row['version'], row['depth'], row['refused/why']) == \
+            ('yes', str(pids[host]), 'yes', '0.5.15.post1', '16', '-'), row
+        assert float(row['accept length']) >= 1.5 and re.fullmatch(r'\d+ MiB on 8 GPUs', row['GPU used']), row
     assert API_KEY not in result.stdout
     # The simulator logs, as SGLang 0.5.15 does, a deprecation for every /get_server_info.
     log = fleet.ssh('ns1', 'cat /var/log/llmops/sglang-main.log').stdout
@@ -147,13 +148,14 @@ def test_status_shows_every_host_without_deprecated_endpoints(deployed, run_play
 
 def test_status_without_the_key_says_the_server_refused_and_which_variable(deployed, run_playbook):
     """Issue 23 item 6: without the key, status said healthy=True with empty version, depth and accept length."""
+    from status_output import status_table  # tests/integration/status_output.py
     result = run_playbook('playbooks/status.yml', extra_vars=deploy_vars(sglang_server_api_key=''), expect_rc=0)
-    text = ' '.join(result.stdout.split())
+    table = status_table(result.stdout)
     for host in ALL:
-        line = re.search(r'%s: running=True pid=\d+ healthy=True version=(?:None)? depth=(?:None)? '
-                         r'accept_length=(?:None)? gpu_used_mib=[^;]* refused=([^;]*);' % host, text)
-        assert line, (host, text[text.find('%s: running=' % host):][:600])
-        assert 'HTTP 401' in line.group(1) and 'sglang_server_api_key' in line.group(1)
+        row = table[host]
+        assert (row['running'], row['healthy'], row['version'], row['depth'], row['accept length']) == \
+            ('yes', 'yes', '-', '-', '-'), row
+        assert 'HTTP 401' in row['refused/why'] and 'sglang_server_api_key' in row['refused/why'], row
 
 
 def test_depth_change_restarts_only_that_host(deployed, run_playbook):

@@ -47,6 +47,31 @@ SPECULATIVE_ALGORITHM_CHOICES = ('DFLASH', 'EAGLE', 'EAGLE3', 'NEXTN', 'STANDALO
 # (--cuda-graph-bs likewise). From 0.5.14 on the decode flag is emitted.
 CUDA_GRAPH_DECODE_FLAG_SINCE = (0, 5, 14)
 
+# --speculative-adaptive (every checked release; tests/releases/fixtures 'adaptive', from the
+# releases' own adaptive_spec_params.py): SGLang picks the steps of each verify pass at run
+# time among candidate steps, per batch-size slot (a slot serves the batch sizes from its
+# key up to the next slot's; steps 0 is no drafting). The default candidates per release
+# range (first release, {slot: candidate steps}):
+ADAPTIVE_DEFAULT_CANDIDATES = (
+    ((0, 5, 11), {1: (1, 3, 7)}),
+    ((0, 5, 13), {1: (1, 3, 7), 8: (1, 3), 32: (1,)}),
+    ((0, 5, 14), {1: (1, 3, 7), 8: (0, 1, 3), 32: (0, 1), 64: (0,)}),
+    ((0, 5, 20), {1: (1, 3, 5, 7), 8: (0, 1, 3), 32: (0, 1), 64: (0,)}),
+)
+# Where a slot starts: 0.5.11 at the candidate nearest --speculative-num-steps (the larger
+# on a tie); 0.5.12 at num_steps, which it adds to the candidates; from 0.5.13 at num_steps
+# when it is a candidate of the slot, else at the slot's middle candidate. From 0.5.14 a
+# num_steps outside every slot's candidates is a start-up error ("--speculative-num-steps=15
+# is not in the adaptive config candidate_steps").
+ADAPTIVE_START_NEAREST_UNTIL = (0, 5, 11)
+ADAPTIVE_START_ADDED_UNTIL = (0, 5, 12)
+ADAPTIVE_REJECTS_OTHER_STEPS_SINCE = (0, 5, 14)
+# 0.5.11 runs adaptive only with --disable-overlap-schedule: otherwise it warns
+# "speculative_adaptive disabled" and serves the static depth. The argv adds the flag.
+ADAPTIVE_NEEDS_NO_OVERLAP_UNTIL = (0, 5, 11)
+# Adaptive runs only for these algorithms and with top-k 1 (else SGLang falls back to static).
+ADAPTIVE_ALGORITHMS = ('EAGLE', 'EAGLE3')
+
 # Options registered with help=SUPPRESS: real but absent from --help, per version range
 # (first, last or None for "still there").
 HIDDEN_OPTIONS = {
@@ -116,6 +141,61 @@ def hidden_options(version, engine='sglang'):
         return ()
     return tuple(flag for flag, (first, last) in sorted(HIDDEN_OPTIONS.items())
                  if first <= parsed and (last is None or parsed <= last))
+
+
+def adaptive_candidates(version):
+    """``{slot batch size: candidate steps}`` of ``--speculative-adaptive`` with SGLang's
+    default configuration, or None for an unknown or unchecked version."""
+    parsed = _version(version)
+    if parsed is None or parsed < OLDEST_CHECKED:
+        return None
+    table = [candidates for first, candidates in ADAPTIVE_DEFAULT_CANDIDATES if first <= parsed][-1]
+    return {slot: list(steps) for slot, steps in table.items()}
+
+
+def adaptive_start(version, candidates, num_steps):
+    """(candidate steps, start steps) of a slot with the default ``candidates`` for
+    ``--speculative-num-steps num_steps``."""
+    parsed = _version(version)
+    if parsed <= ADAPTIVE_START_NEAREST_UNTIL:
+        return candidates, min(candidates, key=lambda step: (abs(step - num_steps), -step))
+    if parsed <= ADAPTIVE_START_ADDED_UNTIL:
+        return sorted(set(candidates) | {num_steps}), num_steps
+    return candidates, num_steps if num_steps in candidates else candidates[len(candidates) // 2]
+
+
+def _depths(steps):
+    return '/'.join('off' if step == 0 else str(step + 1) for step in steps)
+
+
+def adaptive_plan(version, num_steps, config=None):
+    """What ``--speculative-adaptive`` with ``--speculative-num-steps num_steps`` really runs
+    on SGLang ``version``: ``{'slots': [{'batch_size', 'candidate_steps', 'start_steps'}],
+    'label'}`` (the label in depths: steps + 1, "off" for steps 0). With an own adaptive
+    ``config`` file, or an unknown version, the candidates are not known here: ``slots`` is
+    None and the label says so. Raises LaunchArgsError where that version refuses to start.
+    """
+    candidates = None if config else adaptive_candidates(version)
+    if candidates is None:
+        return {'slots': None, 'label': 'adaptive from depth %d (candidates: %s)' % (
+            num_steps + 1, 'as %s sets them' % config if config else 'depend on the SGLang version')}
+    union = sorted({step for steps in candidates.values() for step in steps})
+    if _version(version) >= ADAPTIVE_REJECTS_OTHER_STEPS_SINCE and num_steps not in union:
+        raise LaunchArgsError(
+            'SGLang %s refuses to start with --speculative-adaptive and --speculative-num-steps %d: the starting '
+            'steps must be one of its adaptive candidate steps %s, i.e. speculative depth %s'
+            % (version, num_steps, ', '.join(map(str, union)),
+               ', '.join(str(step + 1) for step in union if step > 0)))
+    slots = [dict(zip(('batch_size', 'candidate_steps', 'start_steps'),
+                      (slot,) + adaptive_start(version, candidates[slot], num_steps))) for slot in sorted(candidates)]
+    parts = []
+    for index, slot in enumerate(slots):
+        upper = slots[index + 1]['batch_size'] - 1 if index + 1 < len(slots) else None
+        sizes = ('batch %d+' % slot['batch_size'] if upper is None else
+                 'batch %d' % upper if upper == slot['batch_size'] else 'batch %d-%d' % (slot['batch_size'], upper))
+        parts.append('%s depth %s from %s' % (sizes, _depths(slot['candidate_steps']), _depths([slot['start_steps']]))
+                     if len(slot['candidate_steps']) > 1 else '%s depth %s' % (sizes, _depths(slot['candidate_steps'])))
+    return {'slots': slots, 'label': 'adaptive (%s)' % '; '.join(parts)}
 
 
 # Upper bounds of the speculative shape: EAGLE-3 drafters chain one draft step per token, and
@@ -271,7 +351,8 @@ def build_argv(spec, version=None, options=None):
     tp_size (all GPUs of a multi-node group), nnodes, node_rank, dist_init_addr,
     dist_timeout, host, port, mem_fraction_static, max_running_requests, cuda_graph_max_bs,
     enable_metrics, trust_remote_code, speculative (algorithm, draft_model_path, depth
-    or num_steps/eagle_topk/num_draft_tokens) and extra_args. ``version`` and
+    or num_steps/eagle_topk/num_draft_tokens; adaptive and adaptive_config for SGLang's
+    ``--speculative-adaptive``, the depth then being where it starts) and extra_args. ``version`` and
     ``options`` (the installed server's ``parse_help``) select version-dependent flags;
     with ``options`` the result is checked against them. Without either, a flag whose
     spelling depends on the version becomes a ``VERSION_DEPENDENT`` placeholder: the
@@ -388,7 +469,8 @@ def _cuda_graph_args(spec, sglang, version, options):
 def _speculative_args(spec_dec, sglang, version, options):
     algorithm = spec_dec.get('algorithm')
     if not algorithm:
-        if any(spec_dec.get(key) is not None for key in ('depth', 'num_steps', 'eagle_topk', 'num_draft_tokens')):
+        if any(spec_dec.get(key) not in (None, False) for key in ('depth', 'num_steps', 'eagle_topk', 'num_draft_tokens',
+                                                                  'adaptive')):
             raise LaunchArgsError('speculative depth/steps are set but no speculative algorithm (e.g. EAGLE3)')
         return []
     draft = spec_dec.get('draft_model_path')
@@ -398,16 +480,72 @@ def _speculative_args(spec_dec, sglang, version, options):
     settings = speculative_settings(spec_dec.get('depth'), spec_dec.get('num_steps'),
                                     spec_dec.get('eagle_topk'), spec_dec.get('num_draft_tokens'))
     if not sglang:
+        if spec_dec.get('adaptive') not in (None, False) or spec_dec.get('adaptive_config'):
+            raise LaunchArgsError('speculative adaptive is SGLang\'s --speculative-adaptive; vLLM has no such mode')
         return _pairs(('--speculative-config', vllm_speculative_config(algorithm, draft, settings)))
     choices = algorithm_choices(version) if options is None else None
     if choices is not None and algorithm not in choices:
         raise LaunchArgsError('SGLang %s accepts --speculative-algorithm %s, not %r'
                               % (version, '|'.join(choices), algorithm))
+    adaptive = _switch('speculative adaptive', spec_dec.get('adaptive'))
+    adaptive_config = spec_dec.get('adaptive_config') or None
+    if adaptive:
+        settings = _adaptive_settings(algorithm, settings, version, adaptive_config)
+    elif adaptive_config:
+        raise LaunchArgsError('speculative adaptive_config %s is set but adaptive is off' % adaptive_config)
     return _pairs(('--speculative-algorithm', algorithm),
                   ('--speculative-draft-model-path', draft),
                   ('--speculative-num-steps', settings['num_steps']),
                   ('--speculative-eagle-topk', settings['eagle_topk']),
-                  ('--speculative-num-draft-tokens', settings['num_draft_tokens']))
+                  ('--speculative-num-draft-tokens', settings['num_draft_tokens'])) + (
+        _adaptive_args(version, adaptive_config) if adaptive else [])
+
+
+def _switch(name, value):
+    """A boolean setting (also the strings true/false/yes/no/1/0 a template may give)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ('true', 'yes', 'on', '1'):
+        return True
+    if text in ('false', 'no', 'off', '0', ''):
+        return False
+    raise LaunchArgsError('%s must be true or false, got %r' % (name, value))
+
+
+# Where adaptive starts when no depth is given: steps 7 (depth 8), the largest batch-1
+# candidate of every checked release's default configuration.
+ADAPTIVE_DEFAULT_START_STEPS = 7
+
+
+def _adaptive_settings(algorithm, settings, version, config):
+    """The speculative shape for --speculative-adaptive: top-k 1 and a starting depth the
+    version starts with (``adaptive_plan`` raises where it refuses to start)."""
+    if str(algorithm).upper() not in ADAPTIVE_ALGORITHMS:
+        raise LaunchArgsError('SGLang runs --speculative-adaptive only with %s; with %s it warns "speculative_adaptive '
+                              'disabled" and serves the static depth' % ('/'.join(ADAPTIVE_ALGORITHMS), algorithm))
+    if settings['eagle_topk'] not in (None, 1):
+        raise LaunchArgsError('SGLang runs --speculative-adaptive only with top-k 1; with speculative_eagle_topk %d '
+                              'it warns "speculative_adaptive disabled" and serves the static shape'
+                              % settings['eagle_topk'])
+    if settings['num_steps'] is None:
+        if config:
+            raise LaunchArgsError('speculative adaptive with adaptive_config %s needs a starting depth: one of the '
+                                  'candidate steps in that file + 1' % config)
+        settings = speculative_settings(depth=ADAPTIVE_DEFAULT_START_STEPS + 1)
+    adaptive_plan(version, settings['num_steps'], config)
+    return settings
+
+
+def _adaptive_args(version, config):
+    argv = ['--speculative-adaptive'] + _pairs(('--speculative-adaptive-config', config))
+    parsed = _version(version)
+    if parsed is None:
+        argv.append(VERSION_DEPENDENT + '--disable-overlap-schedule on SGLang 0.5.11, which runs adaptive only '
+                    'without the overlap scheduler>')
+    elif OLDEST_CHECKED <= parsed <= ADAPTIVE_NEEDS_NO_OVERLAP_UNTIL:
+        argv.append('--disable-overlap-schedule')
+    return argv
 
 
 # An option line of argparse's help: exactly two spaces (argparse indents every option

@@ -18,7 +18,10 @@ Writes ``fixtures/sglang-<version>.json`` (every option: option strings, dest, a
 nargs, choices, value type, default when plain data, deprecation, whether help is
 hidden; the parser's prog and allow_abbrev; the drafter-loading facts of the version's
 ``llama_eagle3.py`` and ``kimi_k25_eagle3.py``) and ``fixtures/sglang-<version>.help.gz``
-(``--help`` at COLUMNS=80, gzip without a timestamp). The wheel is not kept.
+(``--help`` at COLUMNS=80, gzip without a timestamp), and the adaptive speculative
+facts: what the release's real ``adaptive_spec_params.py`` (run under the stubs) makes of
+its default configuration for each starting ``--speculative-num-steps``. The wheel is
+not kept.
 """
 
 from __future__ import annotations
@@ -377,6 +380,54 @@ def loader_facts(root):
     return facts
 
 
+# Starting --speculative-num-steps recorded for adaptive mode: every depth the collection
+# accepts (2..32, plugins/module_utils/_sglang_args.py MAX_DEPTH) minus one.
+ADAPTIVE_START_STEPS = range(1, 32)
+
+
+def adaptive_facts(root):
+    """What ``--speculative-adaptive`` really runs with the default configuration, from the
+    release's own ``AdaptiveSpeculativeParams`` (real code, run under the stubs):
+    ``candidate_steps`` per batch-size slot (the smallest batch size a slot serves; one
+    slot ``1`` when the release has no per-batch-size routing), the steps each slot starts
+    at for every starting num_steps of ``ADAPTIVE_START_STEPS`` (``start_steps``, in slot
+    order) and the steps a start adds to a slot's candidates (``added_candidate_steps``,
+    only the starts that add any), and two source facts: the conditions under which the release disables adaptive
+    with a warning (``disabled_unless``: the server arguments its
+    ``adaptive_unsupported_reason`` reads) and whether a starting num_steps outside the
+    candidates is a start-up error (``rejects_other_num_steps``)."""
+    module = importlib.import_module('sglang.srt.speculative.adaptive_spec_params')
+    params = {steps: module.AdaptiveSpeculativeParams(initial_steps=steps) for steps in ADAPTIVE_START_STEPS}
+    first = params[ADAPTIVE_START_STEPS[0]]
+    slots = getattr(first, '_slots', None)
+
+    def slot_list(adaptive):  # pylint: disable=protected-access
+        return [adaptive] if slots is None else [adaptive._slots[bs] for bs in sorted(adaptive._slots)]
+    keys = ['1'] if slots is None else [str(bs) for bs in sorted(slots)]
+    candidates = {key: list(slot.candidate_steps) for key, slot in zip(keys, slot_list(first))}
+    starts = {str(steps): [slot.current_steps for slot in slot_list(p)] for steps, p in params.items()}
+    added = {str(steps): [sorted(set(slot.candidate_steps) - set(candidates[key]))
+                          for key, slot in zip(keys, slot_list(p))] for steps, p in params.items()}
+    added = {steps: lists for steps, lists in added.items() if any(lists)}
+    with open(module.__file__, encoding='utf-8') as handle:
+        reason = _function_source(handle.read(), 'adaptive_unsupported_reason')
+    rejects = False
+    for folder, _dirs, names in os.walk(os.path.join(root, 'sglang', 'srt')):
+        for name in names:
+            if name.endswith('.py'):
+                with open(os.path.join(folder, name), encoding='utf-8') as handle:
+                    rejects = rejects or 'is not in the adaptive config candidate_steps' in handle.read()
+    return {
+        'candidate_steps': candidates,
+        'start_steps': starts,
+        'added_candidate_steps': added,
+        'disabled_unless': sorted(set(re.findall(r'\b(?:server_args|cfg)\.(\w+)', reason))
+                                  | set(re.findall(r'resolved_view\(server_args\)\.(\w+)', reason))
+                                  | set(re.findall(r'(\w+)\(resolved_view\(server_args\)\)', reason))),
+        'rejects_other_num_steps': rejects,
+    }
+
+
 def unpack(wheel, root, top='sglang/'):
     """The Python sources (and the dist-info, for entry points) of a wheel."""
     with zipfile.ZipFile(wheel) as archive:
@@ -421,9 +472,11 @@ def extract(version, wheel=None, plugins=PLUGINS):
             'plugins': list(plugins),
             'options': [describe_action(a, own) for a in parser._actions],  # pylint: disable=protected-access
             'loader': loader_facts(root),
+            # what the parser needed stubbed (before the adaptive module pulls in more)
             'stubbed_packages': sorted(finder.stubbed),
             'stubbed_sglang_modules': sorted(_ForgivingLoader.failed),
         }
+        fixture['adaptive'] = adaptive_facts(root)
     return fixture, help_text
 
 
@@ -437,6 +490,10 @@ def dump(fixture):
         value = fixture[key]
         if key == 'options':
             body = '[\n' + ',\n'.join('  ' + compact(item) for item in value) + '\n ]'
+        elif key == 'adaptive':  # one line per fact, per starting num_steps
+            body = '{\n' + ',\n'.join(
+                '  %s: %s' % (json.dumps(k), _per_line(value[k]) if k in PER_STEPS else compact(value[k]))
+                for k in sorted(value)) + '\n }'
         elif key == 'loader':
             body = json.dumps(value, sort_keys=True, indent=1).replace('\n', '\n ')
         else:
@@ -444,6 +501,16 @@ def dump(fixture):
         lines.append(' %s: %s%s' % (json.dumps(key), body, ',' if number < len(keys) - 1 else ''))
     lines.append('}')
     return '\n'.join(lines) + '\n'
+
+
+PER_STEPS = ('start_steps', 'added_candidate_steps')
+
+
+def _per_line(mapping):
+    if not mapping:
+        return '{}'
+    return '{\n' + ',\n'.join('   %s: %s' % (json.dumps(name), json.dumps(item, separators=(',', ':')))
+                              for name, item in mapping.items()) + '\n  }'
 
 
 def gzip_text(text):
@@ -473,8 +540,9 @@ def main(argv=None):
         sys.stdout.write(dump(fixture))
         return 0
     os.makedirs(args.out, exist_ok=True)
+    text = dump(fixture)
     with open(os.path.join(args.out, 'sglang-%s.json' % args.version), 'w', encoding='utf-8') as handle:
-        handle.write(dump(fixture))
+        handle.write(text)
     with open(os.path.join(args.out, 'sglang-%s.help.gz' % args.version), 'wb') as handle:
         handle.write(gzip_text(help_text))
     print('sglang %s: %d options, %d stubbed sglang modules' % (

@@ -26,7 +26,10 @@ DEPLOYS = {
     'depth 16': (dict(EAGLE3, depth=16), [], (15, 1, 16)),
     'depth 10': (dict(EAGLE3, depth=10), [], (9, 1, 10)),
     'depth 5': (dict(EAGLE3, depth=5), [], (4, 1, 5)),
-    'adaptive': (dict(EAGLE3, depth=16), ['--speculative-adaptive'], (15, 1, 16)),
+    # adaptive starts at depth 8 (steps 7, a candidate of every release) unless a depth is given
+    'adaptive': (dict(EAGLE3, adaptive=True), [], (7, 1, 8)),
+    'adaptive config': (dict(EAGLE3, depth=4, adaptive=True, adaptive_config='/etc/llmops/adaptive.json'), [],
+                        (3, 1, 4)),
     'no speculation': ({}, [], None),
     'multi-node': (dict(EAGLE3, depth=5), MULTI_NODE, (4, 1, 5)),
     'extra args': (dict(EAGLE3, depth=5), {'chunked_prefill_size': 4096, 'disable_radix_cache': True}, (4, 1, 5)),
@@ -79,8 +82,12 @@ def test_deploy_argv_parses_as_intended(version, deploy):
         assert values['speculative_draft_model_path'] == '/models/drafter'
         assert (values['speculative_num_steps'], values['speculative_eagle_topk'],
                 values['speculative_num_draft_tokens']) == shape
-    if deploy == 'adaptive':
+    if deploy.startswith('adaptive'):
         assert values['speculative_adaptive'] is True
+        assert values['speculative_adaptive_config'] == speculative.get('adaptive_config')
+        # 0.5.11 disables adaptive (falls back to static) unless the overlap scheduler is off
+        assert values['disable_overlap_schedule'] is (
+            'disable_overlap_schedule' in releases.load(version)['adaptive']['disabled_unless'])
     if deploy == 'multi-node':
         assert (values['nnodes'], values['node_rank'], values['dist_init_addr']) == (2, 1, '10.0.0.1:5000')
     if deploy == 'extra args':
@@ -114,6 +121,83 @@ def test_tables_agree_with_the_release(version):
     assert flag is not None and not flag.get('deprecated')
     hidden = sorted(o for entry in fixture['options'] if entry.get('help_hidden') for o in entry['options'])
     assert sorted(a.hidden_options(version)) == hidden
+
+
+def _slot_order(table):
+    return [table[key] for key in sorted(table, key=int)]
+
+
+@pytest.mark.parametrize('version', VERSIONS)
+def test_adaptive_tables_agree_with_the_release(version):
+    """The default candidates, where each batch-size slot starts for every depth, whether the
+    release refuses a starting depth outside its candidates and whether it needs the overlap
+    scheduler off: as the release's own adaptive_spec_params.py computed them."""
+    facts = releases.load(version)['adaptive']
+    candidates = a.adaptive_candidates(version)
+    assert {str(slot): steps for slot, steps in candidates.items()} == facts['candidate_steps']
+    union = sorted({step for steps in candidates.values() for step in steps})
+    for steps, starts in facts['start_steps'].items():
+        steps = int(steps)
+        if facts['rejects_other_num_steps'] and steps not in union:
+            with pytest.raises(a.LaunchArgsError, match='refuses to start .* --speculative-num-steps %d' % steps):
+                a.adaptive_plan(version, steps)
+            continue
+        plan = a.adaptive_plan(version, steps)
+        assert [slot['start_steps'] for slot in plan['slots']] == starts, steps
+        added = facts['added_candidate_steps'].get(str(steps)) or [[]] * len(plan['slots'])
+        assert [slot['candidate_steps'] for slot in plan['slots']] == [
+            sorted(default + more) for default, more in zip(_slot_order(facts['candidate_steps']), added)], steps
+    assert (a.parse_version(version) >= a.ADAPTIVE_REJECTS_OTHER_STEPS_SINCE) is facts['rejects_other_num_steps']
+    assert (a.parse_version(version) <= a.ADAPTIVE_NEEDS_NO_OVERLAP_UNTIL) is (
+        'disable_overlap_schedule' in facts['disabled_unless'])
+    assert {'speculative_algorithm', 'speculative_eagle_topk'} <= set(facts['disabled_unless'])
+
+
+def test_adaptive_label_says_what_sglang_runs():
+    # the issue-14 case: depth 16 with adaptive is not "adaptive from depth 16"
+    assert a.adaptive_plan('0.5.11', 15)['label'] == 'adaptive (batch 1+ depth 2/4/8 from 8)'
+    assert a.adaptive_plan('0.5.12.post1', 15)['label'] == 'adaptive (batch 1+ depth 2/4/8/16 from 16)'
+    assert a.adaptive_plan('0.5.13.post1', 15)['label'] == (
+        'adaptive (batch 1-7 depth 2/4/8 from 4; batch 8-31 depth 2/4 from 4; batch 32+ depth 2)')
+    assert a.adaptive_plan('0.5.15.post1', 7)['label'] == (
+        'adaptive (batch 1-7 depth 2/4/8 from 8; batch 8-31 depth off/2/4 from 2; batch 32-63 depth off/2 from 2; '
+        'batch 64+ depth off)')
+    assert a.adaptive_plan('0.5.23', 7)['slots'][0] == {'batch_size': 1, 'candidate_steps': [1, 3, 5, 7],
+                                                        'start_steps': 7}
+    for version in ('0.5.14', '0.5.15.post1', '0.5.23'):
+        with pytest.raises(a.LaunchArgsError, match=r'candidate steps 0, 1, 3, .*7, i\.e\. speculative depth 2, 4, '):
+            a.adaptive_plan(version, 15)
+    assert a.adaptive_plan(None, 7) == {'slots': None,
+                                        'label': 'adaptive from depth 8 (candidates: depend on the SGLang version)'}
+    assert a.adaptive_plan('0.5.23', 9, config='/etc/a.json')['label'] == (
+        'adaptive from depth 10 (candidates: as /etc/a.json sets them)')
+
+
+@pytest.mark.parametrize('speculative, message', [
+    (dict(EAGLE3, depth=16, adaptive=True), 'refuses to start with --speculative-adaptive'),
+    (dict(EAGLE3, adaptive=True, adaptive_config='/a.json'), 'needs a starting depth'),
+    (dict(EAGLE3, depth=8, adaptive_config='/a.json'), 'adaptive is off'),
+    (dict(EAGLE3, num_steps=3, eagle_topk=2, num_draft_tokens=6, adaptive=True), 'only with top-k 1'),
+    (dict(EAGLE3, algorithm='NGRAM', depth=4, adaptive=True), 'only with EAGLE/EAGLE3'),
+    (dict(EAGLE3, depth=8, adaptive='sometimes'), 'must be true or false'),
+    ({'adaptive': True}, 'no speculative algorithm'),
+])
+def test_adaptive_spec_refused_where_sglang_would_not_run_it(speculative, message):
+    with pytest.raises(a.LaunchArgsError, match=message):
+        a.build_argv(dict(SPEC, speculative=speculative), version='0.5.15.post1')
+
+
+def test_adaptive_argv_without_version_is_a_preview():
+    argv = a.build_argv(dict(SPEC, speculative=dict(EAGLE3, adaptive='true')), version='0.5.23')
+    assert argv[-7:] == ['--speculative-num-steps', '7', '--speculative-eagle-topk', '1',
+                         '--speculative-num-draft-tokens', '8', '--speculative-adaptive']
+    assert a.build_argv(dict(SPEC, speculative=dict(EAGLE3, adaptive=True)), version='0.5.11')[-2:] == [
+        '--speculative-adaptive', '--disable-overlap-schedule']
+    preview = a.build_argv(dict(SPEC, speculative=dict(EAGLE3, adaptive=True)))
+    with pytest.raises(a.LaunchArgsError, match='built without the server version'):
+        a.launch_command('/usr/bin/python3', preview)
+    with pytest.raises(a.LaunchArgsError, match='vLLM has no such mode'):
+        a.build_argv(dict(SPEC, engine='vllm', cuda_graph_max_bs=None, speculative=dict(EAGLE3, adaptive=True)))
 
 
 # argv tails after "--model-path m": each is accepted or rejected by each release's parser,

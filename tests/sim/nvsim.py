@@ -73,6 +73,9 @@ def load_gpus(directory=None):
 def init(count=8, name=DEFAULT_NAME, total_mib=DEFAULT_TOTAL_MIB, fault=None, directory=None, **extra):
     directory = directory or state_dir()
     os.makedirs(os.path.join(directory, 'holders'), exist_ok=True)
+    # Real GPUs are usable by every user (device nodes 0666): so are simulated ones, for
+    # servers that run as an unprivileged user (sticky, like /tmp).
+    os.chmod(os.path.join(directory, 'holders'), 0o1777)
     data = {'count': count, 'name': name, 'total_mib': total_mib, 'fault': fault}
     data.update(extra)
     _write_json(os.path.join(directory, 'gpus.json'), data)

@@ -2,8 +2,11 @@
 its environment, and every form of it is filtered out of what the server prints."""
 import os
 import pathlib
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import jinja2
 import pytest
@@ -11,6 +14,7 @@ import pytest
 ROLE = pathlib.Path(__file__).resolve().parents[3] / 'roles' / 'sglang_server'
 KEY = 'sk-shim\'test"key\\x'
 KEY_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
+USER_ENV = 'LLMOPS_SERVER_USER'
 
 # A stand-in server module: prints its argv's key the ways real servers do (SGLang's
 # ServerArgs repr, vLLM's dict of args, a JSON dump, the raw value), from itself and from a
@@ -33,7 +37,8 @@ sys.stdout.write("no line end " + key)
 @pytest.fixture
 def shim(tmp_path):
     text = (ROLE / 'templates' / 'llmops_launch.py.j2').read_text()
-    rendered = jinja2.Template(text).render(ansible_managed='test', __sglang_server_api_key_file_env=KEY_ENV)
+    rendered = jinja2.Template(text).render(ansible_managed='test', __sglang_server_api_key_file_env=KEY_ENV,
+                                            __sglang_server_user_env=USER_ENV)
     path = tmp_path / 'llmops_launch.py'
     path.write_text(rendered)
     (tmp_path / 'fake_server.py').write_text(SERVER)
@@ -74,3 +79,43 @@ def test_key_in_no_form_in_the_log_and_not_in_the_environment(shim, tmp_path):
 def test_without_a_key_the_output_is_untouched(shim, tmp_path):
     log = run(shim, tmp_path, None).decode()
     assert "api_key='plain'" in log and 'child plain' in log
+
+
+# Prints who it runs as, whether it may gain privileges, and the key it got.
+WHOAMI = r'''
+import os, sys
+with open("/proc/self/status") as status:
+    nnp = [line.split()[1] for line in status if line.startswith("NoNewPrivs:")][0]
+print("uid=%d gid=%d groups=%s home=%s nnp=%s user_env=%s key=%s" % (
+    os.getuid(), os.getgid(), os.getgroups(), os.environ.get("HOME"), nnp,
+    "LLMOPS_SERVER_USER" in os.environ, "yes" if "--api-key" in sys.argv else "no"))
+'''
+
+
+def test_started_as_root_the_shim_becomes_the_servers_user_before_it_reads_the_key(shim, tmp_path):
+    """The process launcher starts the shim as root: server and log filter run as the user,
+    with no_new_privs, and the key file (owner the user, 0600) is read as that user.
+    Not as root (a developer's run), the shim cannot switch and runs the server as it is."""
+    nobody = pwd.getpwnam('nobody')
+    public = pathlib.Path(tempfile.mkdtemp(prefix='llmops-shim-'))
+    try:
+        public.chmod(0o755)
+        shutil.copy(shim, public / 'llmops_launch.py')
+        (public / 'whoami_server.py').write_text(WHOAMI)
+        key_file = public / 'server.key'
+        key_file.write_text('sk-user-switch\n')
+        key_file.chmod(0o600)
+        root = os.geteuid() == 0
+        if root:
+            os.chown(key_file, nobody.pw_uid, nobody.pw_gid)
+        env = dict(os.environ, PYTHONPATH=str(public), **{KEY_ENV: str(key_file), USER_ENV: 'nobody'})
+        # The system interpreter: this test's may live under /root, which the user cannot enter.
+        out = subprocess.run(['/usr/bin/python3', str(public / 'llmops_launch.py'), 'whoami_server'], env=env, cwd='/',
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+    finally:
+        shutil.rmtree(public)
+    if root:
+        assert 'uid=%d gid=%d groups=[] home=%s nnp=1 user_env=False key=yes' % (
+            nobody.pw_uid, nobody.pw_gid, nobody.pw_dir) in out.replace('groups=[%d]' % nobody.pw_gid, 'groups=[]')
+    else:
+        assert 'uid=%d ' % os.getuid() in out and 'user_env=False key=yes' in out

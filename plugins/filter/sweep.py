@@ -199,13 +199,13 @@ class _Panel:
         out.append('<text x="%.1f" y="%d" text-anchor="middle">speculative depth (to scale)</text>'
                    % (left + self.depth_w / 2, top + self.h + 34))
 
-    def band(self, low, high, color, label):
-        """A horizontal line at ``label``'s median with its spread shaded (the baseline)."""
+    def band(self, spread, color, label):
+        """A dashed horizontal line at the median of ``spread``, its min..max shaded (the baseline)."""
         out = self.out
-        y_lo, y_hi = self.y(low['min']), self.y(high['max'])
+        y_lo, y_hi = self.y(spread['min']), self.y(spread['max'])
         out.append('<rect class="baseline-band" x="%d" y="%.1f" width="%d" height="%.1f" fill="%s" fill-opacity="0.12"/>'
                    % (self.left, y_hi, self.w, max(0.5, y_lo - y_hi), color))
-        y = self.y(low['median'])
+        y = self.y(spread['median'])
         out.append('<line class="baseline" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" '
                    'stroke-dasharray="6,4"/>' % (self.left, y, self.left + self.w, y, color))
         out.append('<text x="%d" y="%.1f" font-size="11" fill="%s">%s</text>' % (self.left + 4, y - 4, color, escape(label)))
@@ -297,7 +297,7 @@ def sweep_chart(results):
         panel.frame('Concurrency %s: output tokens/s' % level, depths, 'output tokens/s')
         color = COLORS[index % len(COLORS)]
         if base:
-            panel.band(base, base, '#555555', 'baseline (no speculation)')
+            panel.band(base, '#555555', 'baseline (no speculation)')
         line = [(panel.x(int(c['depth'])), panel.y(s['median'])) for c, r, s in points if not c.get('adaptive')]
         line.sort()
         out.append('<polyline class="throughput" data-concurrency="%s" fill="none" stroke="%s" stroke-width="2" points="%s"/>'

@@ -46,7 +46,12 @@ def test_ready_crash_oom_and_systemd_unit_with_heartbeats_and_no_secret_in_vvv_o
         'ns1': {'speed': 1, 'wait': {'smoke': 'generate', 'min_accept_length': 1.5}},  # about 8 s: heartbeats
         'ns2': {'fault': 'crash:graphs'},
         'ns3': {'fault': 'oom'},
-        'sd1': {'launch': 'systemd', 'wait': {'smoke': 'completions'}},
+        # A heartbeat comes after each slice (heartbeat_interval 1 s) the server is not ready yet.
+        # The simulator's phases are wall-clock seconds but Ansible's steps before the wait are
+        # not: on a loaded machine (load ~10 on 2 cores) sd1's 2 s start was over before the
+        # first slice and no heartbeat was due. At most 2 probes fall into one slice (interval
+        # 1 s), so 3 unhealthy probes make the wait outlast the first slice however loaded.
+        'sd1': {'launch': 'systemd', 'unhealthy_probes': 3, 'wait': {'smoke': 'completions'}},
     }, verbosity=3, health_api_key=API_KEY)
     ready, crash, oom, unit = results['ns1'], results['ns2'], results['ns3'], results['sd1']
 

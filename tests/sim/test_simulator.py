@@ -529,6 +529,12 @@ def test_health_flap_and_slow_health(start_sim):
     assert time.monotonic() - began > 1.0
 
 
+def test_unhealthy_probes_answer_503_however_ready_the_server_is(start_sim):
+    sim = start_sim(env={'SGLANG_SIM_UNHEALTHY_PROBES': '3'}, wait=False)
+    wait_for(lambda: 'The server is fired up and ready to roll!' in sim.log(), what='ready')
+    assert [sim.get('/health')[0] for dummy in range(5)] == [503, 503, 503, 200, 200]
+
+
 def test_port_in_use_fails_like_uvicorn(start_sim):
     sim = start_sim()
     second = start_sim('--port', str(sim.port), '--base-gpu-id', '1', wait=False)

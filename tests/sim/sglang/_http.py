@@ -136,14 +136,13 @@ class Handler(BaseHTTPRequestHandler):
         fault = sim.config.fault
         if fault == 'slow_health':
             time.sleep(SLOW_HEALTH_SECONDS)
-        if sim.status != 'ready':
+        with sim.lock:
+            sim.health_calls += 1
+            calls = sim.health_calls
+        if sim.status != 'ready' or calls <= sim.config.unhealthy_probes:
             return self._send(503, content_type=None)
-        if fault == 'health_flap':
-            with sim.lock:
-                sim.health_calls += 1
-                flap = sim.health_calls % 2 == 0
-            if flap:
-                return self._send(503, content_type=None)
+        if fault == 'health_flap' and calls % 2 == 0:
+            return self._send(503, content_type=None)
         # SGLang runs a 1-token generation and looks for its output once a second: a healthy
         # answer takes at least one such interval (recorded: 1.003 s), scaled here by the speed.
         began = time.monotonic()

@@ -78,6 +78,9 @@ class Config:
                 raise SystemExit('SGLANG_SIM_FAULT: unknown fault %r (crash:<phase>, hang:<phase>, %s; phases: %s)'
                                  % (self.fault, ', '.join(FAULTS), ', '.join(PHASES)))
         self.quality_file = environ.get('SGLANG_SIM_QUALITY_FILE') or None
+        # The first N /health requests answer 503 whatever the phase: a wait that lasts N
+        # probes on a loaded machine as on an idle one (phase durations are wall-clock).
+        self.unhealthy_probes = int(environ.get('SGLANG_SIM_UNHEALTHY_PROBES') or 0)
         orphan = environ.get('SGLANG_SIM_ORPHAN_SECONDS')
         self.orphan_seconds = float(orphan) if orphan else 3.0 * self.speed
 

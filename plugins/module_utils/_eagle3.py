@@ -216,6 +216,8 @@ class DraftConfig:
         if self.missing:
             return {}
         h, hd = self.hidden, self.head_dim
+        # SGLang 0.5.12+: a layer N >= 1 normalises with hidden_norm, its input_layernorm is unused.
+        unused_after_first = ('input_layernorm.weight',) if rules and rules.engine == 'sglang' else ()
         shapes = {
             'fc.weight': ([h, self.aux_layers * self.target_hidden], True),
             'norm.weight': ([h], True),
@@ -243,7 +245,7 @@ class DraftConfig:
                 'post_attention_layernorm.weight': [h],
             }
             for rest, shape in layer.items():
-                shapes['layers.%d.%s' % (index, rest)] = (shape, True)
+                shapes['layers.%d.%s' % (index, rest)] = (shape, not (index and rest in unused_after_first))
         return shapes
 
 
@@ -451,8 +453,8 @@ def _config_problems(cfg, config, config_file, rules, layout):
     if isinstance(archs, list) and set(archs) & set(SPECULATORS_ARCHITECTURES) or 'transformer_layer_config' in config:
         return ['%s: a vllm-project speculators checkpoint (architectures %r, sizes under '
                 'transformer_layer_config): no SGLang release reads this layout (it needs a flat config.json '
-                'with architectures ["%s"] and SGLang tensor names); convert it with SpecForge or export the '
-                'drafter in the SGLang layout' % (config_file, archs, EAGLE3_ARCHITECTURE)]
+                'with architectures ["%s"] and SGLang tensor names); drafter_checkpoint converts it with '
+                'fix=true and engine sglang' % (config_file, archs, EAGLE3_ARCHITECTURE)]
     problems = []
     if layout == 'midlayer' and isinstance(cfg.layers, int) and cfg.layers > 1:
         problems.append('%s: layout midlayer holds one layer but num_hidden_layers is %d; use '

@@ -26,6 +26,20 @@ description:
     place (C(layers.0.) and C(midlayer.) have the same length, so this is the usual case);
     otherwise the data is streamed by the kernel into a temporary file that is renamed
     over the original. The sharded index and config.json are replaced atomically."
+  - "A drafter saved by vllm-project C(speculators) (config.json with
+    C(speculators_model_type) and the sizes under C(transformer_layer_config),
+    C(architectures) C(Eagle3Speculator) or C(Eagle3DraftModel)) is read by no SGLang
+    release. For O(engine=sglang) it is converted (O(convert_speculators)): config.json is
+    flattened into what C(LlamaForCausalLMEagle3) reads (the layer config's fields,
+    C(draft_vocab_size), C(target_hidden_size), C(eagle_config.eagle_aux_hidden_state_layer_ids),
+    C(fc_norm), C(norm_before_fc), C(norm_output), C(tie_word_embeddings=false)) and the
+    pre-attention norm of each layer after the first, C(layers.N.input_layernorm.weight), is
+    renamed C(layers.N.hidden_norm.weight) (SGLang's name for it); the other names are
+    already SGLang's and then follow O(layout). Tensor data is never touched."
+  - "A speculators drafter that SGLang cannot run as trained is refused with the reason
+    and left unchanged: C(norm_before_residual) true (or unset), qwen3 layers
+    (C(q_norm)/C(k_norm)), attention bias, sliding-window layers, an algorithm other
+    than eagle3, C(norm_output) before SGLang 0.5.12."
   - Crash safe. A run killed at any instant leaves each file as it was or fully fixed,
     and the next run finishes the job (interrupted in-place writes are journaled and
     recovered first).
@@ -54,7 +68,7 @@ attributes:
     description: Reports what would change, including the method per file, and changes nothing.
   diff_mode:
     support: full
-    description: Shows the tensor names and architectures before and after.
+    description: Shows the tensor names and architectures (and a converted config.json) before and after.
   idempotent:
     support: full
     description: A second run with the same options reports C(changed=false).
@@ -109,6 +123,13 @@ options:
         drafter for (for example C(LlamaForCausalLM)).
     type: bool
     default: true
+  convert_speculators:
+    description:
+      - Convert a vllm-project C(speculators) EAGLE-3 checkpoint into SGLang's layout
+        (flattened config.json, tensor names) when O(engine=sglang) and O(fix=true).
+      - When V(false) such a checkpoint is only reported, and fails the task.
+    type: bool
+    default: true
   fix:
     description:
       - When V(false), only validate and report; problems make the task fail.
@@ -156,6 +177,18 @@ EXAMPLES = r"""
     path: /models/llama3-eagle3
     engine: vllm
     fix: false
+
+- name: Convert a drafter trained with vllm-project speculators for SGLang 0.5.23
+  llmops.serving.drafter_checkpoint:
+    path: /models/llama3-8b-speculators-eagle3
+    engine: sglang
+    engine_version: 0.5.23
+    backup: true
+  register: drafter
+
+- name: Say what was converted
+  ansible.builtin.debug:
+    msg: "{{ drafter.speculators | default('not a speculators checkpoint') }}"
 
 - name: Strip a training prefix and keep the original headers
   llmops.serving.drafter_checkpoint:
@@ -218,9 +251,37 @@ files:
   sample: [{"path": "/models/d/model.safetensors", "method": "header_in_place", "bytes_written": 1480,
             "tensors": 14, "private_copy": false}]
 config_changed:
-  description: Whether C(architectures) in config.json was (or would be) changed.
+  description: Whether config.json (C(architectures), or a speculators conversion) was (or would be) changed.
   returned: always
   type: bool
+speculators:
+  description:
+    - What was found in a vllm-project C(speculators) checkpoint and done with it.
+  returned: when config.json is a speculators one
+  type: dict
+  contains:
+    speculators_version:
+      description: The speculators release that saved it.
+      type: str
+    speculators_model_type:
+      description: The algorithm (V(eagle3) converts).
+      type: str
+    verifier:
+      description: The target model the drafter was trained for (C(speculators_config.verifier.name_or_path)).
+      type: str
+    converted:
+      description: Whether config.json and the names were (or would be) converted to SGLang's layout.
+      type: bool
+    tensors_renamed:
+      description: Tensors renamed by the conversion itself (before O(layout)).
+      type: int
+    refused:
+      description: Why it cannot be made to load correctly in the engine and version (also in RV(problems)).
+      type: list
+      elements: str
+  sample: {"speculators_version": "0.3.0", "speculators_model_type": "eagle3",
+           "verifier": "meta-llama/Llama-3.1-8B-Instruct", "converted": true,
+           "tensors_renamed": 1, "refused": []}
 config_backup_file:
   description: Where the original config.json was kept, with O(backup=true).
   returned: when config.json was changed with O(backup=true)
@@ -257,7 +318,9 @@ recovered:
   type: list
   elements: str
 diff:
-  description: Tensor names and architectures before and after, in diff mode.
+  description:
+    - Tensor names and architectures before and after, in diff mode; with a speculators
+      conversion also the whole config.json (C(config)).
   returned: when diff mode is on
   type: dict
 """
@@ -270,6 +333,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import _eagle3
 from ansible_collections.llmops.serving.plugins.module_utils import _safetensors
+from ansible_collections.llmops.serving.plugins.module_utils import _speculators
 from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
 
 INDEX_NAME = 'model.safetensors.index.json'
@@ -391,6 +455,7 @@ class Plan:
         self.config_after = None
         self.index_after = None
         self.files = []  # one _plan_file() per header
+        self.speculators = None  # what was found and done for a speculators checkpoint
 
 
 class Drafter:
@@ -466,14 +531,28 @@ class Drafter:
         return found
 
     def plan(self, found):
-        """The renames, config.json's architectures, the index and how each file is written."""
+        """The renames, config.json (architectures, a speculators conversion), the index and
+        how each file is written."""
         p = self.p
         tensors = found.tensors
+        converted, reasons = self._speculators_plan(found)
+        spec_renames = {}
         if p['fix']:
-            plan = Plan(*_eagle3.plan_renames(list(tensors), found.config or {}, self.rules,
-                                              p['layout'], p['rename']))
+            # user prefix rules, then speculators' names, then the engine's layer spelling
+            step = {n: _eagle3.apply_rename_rules(n, p['rename']) for n in tensors}
+            if converted:
+                spec_renames = _speculators.tensor_renames(step.values())
+            step = {n: spec_renames.get(s, s) for n, s in step.items()}
+            engine_map, layout_after = _eagle3.plan_renames(list(step.values()), converted or found.config or {},
+                                                            self.rules, p['layout'])
+            mapping = {n: engine_map.get(s, s) for n, s in step.items() if engine_map.get(s, s) != n}
+            plan = Plan(mapping, layout_after)
         else:
             plan = Plan({}, _eagle3.detect_layout(tensors))
+        if _speculators.is_speculators(found.config):
+            plan.speculators = _speculators.summary(found.config, converted is not None, spec_renames, reasons)
+            plan.rename_problems.extend('%s: cannot convert this speculators checkpoint for %s: %s'
+                                        % (found.config_label, self.rules.label, why) for why in reasons)
         origin = {}
         for name, value in tensors.items():
             new = plan.mapping.get(name, name)
@@ -483,8 +562,8 @@ class Drafter:
             plan.tensors_after[new] = value
             origin[new] = name
 
-        plan.config_after = found.config
-        if (found.config is not None and p['fix'] and p['fix_architecture']
+        plan.config_after = converted or found.config
+        if (converted is None and found.config is not None and p['fix'] and p['fix_architecture']
                 and not _eagle3.architecture_accepted(found.config, self.rules)
                 and _eagle3.looks_like_eagle3(tensors)):
             plan.config_after = dict(found.config, architectures=[_eagle3.EAGLE3_ARCHITECTURE])
@@ -495,6 +574,16 @@ class Drafter:
                 plan.index_after = dict(found.index, weight_map=weight_map)
         plan.files = [self._plan_file(h, plan.mapping) for h in found.headers]
         return plan
+
+    def _speculators_plan(self, found):
+        """(flattened config or None, reasons it cannot be converted) for a speculators
+        checkpoint; the config only when this run converts it (fix, SGLang, convert_speculators)."""
+        if not _speculators.is_speculators(found.config) or self.rules.engine != 'sglang':
+            return None, []
+        reasons = _speculators.refusals(found.config, self.rules)
+        if reasons or not (self.p['fix'] and self.p['convert_speculators']):
+            return None, reasons
+        return _speculators.flat_config(found.config), []
 
     def validate(self, found, plan, recovered):
         """The result: problems before and after the plan; raise DrafterError when a file
@@ -541,6 +630,12 @@ class Drafter:
                           'architectures': (plan.config_after or {}).get('architectures')},
             },
         }
+        if plan.speculators is not None:
+            plan.speculators['converted'] = plan.speculators['converted'] and not problems
+            result['speculators'] = plan.speculators
+            if plan.config_after is not found.config:
+                result['_diff']['before']['config'] = found.config
+                result['_diff']['after']['config'] = plan.config_after
         for pl in writes:
             _check_writable(pl['write_path'], replace=pl['private_copy'])
         for changed, path in ((config_changed, found.config_path), (index_changed, found.index_path)):
@@ -626,6 +721,7 @@ ARGUMENT_SPEC = dict(
     rename=dict(type='list', elements='dict', default=[], options=dict(
         **{'from': dict(type='str', required=True), 'to': dict(type='str', required=True)})),
     fix_architecture=dict(type='bool', default=True),
+    convert_speculators=dict(type='bool', default=True),
     fix=dict(type='bool', default=True),
     backup=dict(type='bool', default=False),
     modify_shared_blobs=dict(type='bool', default=False),

@@ -91,3 +91,46 @@ def read_all(directory):
         if name.endswith('.safetensors') and not name.startswith('.'):
             out.update(load_file(os.path.join(directory, name)))
     return out
+
+
+def speculators_config(layers=1, model_type='llama', **top):
+    """config.json as vllm-project speculators saves an EAGLE-3 drafter
+    (Eagle3SpeculatorConfig.to_dict: sizes under transformer_layer_config)."""
+    config = {
+        'architectures': ['Eagle3Speculator'], 'speculators_model_type': 'eagle3',
+        'speculators_version': '0.3.0', 'transformers_version': '4.57.1',
+        'speculators_config': {
+            'algorithm': 'eagle3', 'default_proposal_method': 'greedy',
+            'proposal_methods': [{'proposal_type': 'greedy', 'speculative_tokens': 5}],
+            'verifier': {'name_or_path': 'meta-llama/Llama-3.1-8B-Instruct', 'architectures': ['LlamaForCausalLM']},
+        },
+        'transformer_layer_config': {
+            'model_type': model_type, 'hidden_size': 32, 'intermediate_size': 64,
+            'num_attention_heads': 4, 'num_key_value_heads': 2, 'head_dim': 8,
+            'num_hidden_layers': layers, 'vocab_size': 96, 'rms_norm_eps': 1e-05,
+            'hidden_act': 'silu', 'max_position_embeddings': 2048, 'rope_theta': 500000.0,
+            'attention_bias': False,
+        },
+        'draft_vocab_size': 48, 'target_hidden_size': None, 'eagle_aux_hidden_state_layer_ids': [1, 15, 28],
+        'norm_before_residual': False, 'norm_before_fc': False, 'fc_norm': False, 'norm_output': False,
+        'embed_requires_grad': False,
+    }
+    config.update(top)
+    return config
+
+
+def speculators_tensors(config, seed=0):
+    """name -> array as speculators saves them: layers.0 is the EAGLE-3 input layer,
+    layers.N (N >= 1) plain decoder layers (input_layernorm, no hidden_norm)."""
+    layer = config['transformer_layer_config']
+    flat = dict(layer, draft_vocab_size=config['draft_vocab_size'])
+    out = drafter_tensors(flat, spelling='layers', seed=seed)
+    out['embed_tokens.weight'] = np.zeros((layer['vocab_size'], layer['hidden_size']), dtype=np.float16)
+    for index in range(1, layer['num_hidden_layers']):
+        del out['layers.%d.hidden_norm.weight' % index]
+    aux, hidden = len(config.get('eagle_aux_hidden_state_layer_ids') or (0, 0, 0)), layer['hidden_size']
+    if config.get('fc_norm'):
+        out.update(('fc_norm.%d.weight' % i, np.ones(hidden, dtype=np.float16)) for i in range(aux))
+    if config.get('norm_before_fc'):
+        out['input_norm.weight'] = np.ones(aux * hidden, dtype=np.float16)
+    return out

@@ -34,10 +34,10 @@ def launch_command(argv, python, engine='sglang', shim=None):
     return args.launch_command(python, argv, engine=engine, shim=shim)
 
 
-def shell_join(argv):
+def shell_join(argv, flag_per_line=False):
     if isinstance(argv, str):
         raise args.LaunchArgsError('shell_join takes a list of arguments, got a string')
-    return args.shell_join(argv)
+    return args.shell_join(argv, flag_per_line=flag_per_line)
 
 
 def systemd_exec(argv):

@@ -705,9 +705,17 @@ def _enough(nargs, values):
     return True
 
 
-def shell_join(argv):
-    """One shell-safe string: every item stays one literal argument, whatever it holds."""
-    return ' '.join(shlex.quote(str(arg)) for arg in argv)
+def shell_join(argv, flag_per_line=False):
+    """One shell-safe string: every item stays one literal argument, whatever it holds.
+    With ``flag_per_line``, every ``--flag`` after the first item starts a continuation line
+    (`` \\`` then four spaces), so a diff of two commands shows which flags changed."""
+    quoted = [shlex.quote(str(arg)) for arg in argv]
+    if not flag_per_line:
+        return ' '.join(quoted)
+    text = quoted[0] if quoted else ''
+    for arg, shown in zip(argv[1:], quoted[1:]):
+        text += (' \\\n    ' if str(arg).startswith('--') else ' ') + shown
+    return text
 
 
 def systemd_quote(arg):

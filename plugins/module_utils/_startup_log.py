@@ -182,6 +182,19 @@ def redact(line):
     return _SECRET_RE.sub(_mask, line)
 
 
+# SGLang prints its whole configuration on one line (``server_args=ServerArgs(...)``, about
+# 8 KB): a line longer than FOLD_CHARS is shown as its first FOLD_KEEP characters and a count.
+FOLD_CHARS = 400
+FOLD_KEEP = 200
+
+
+def fold_line(line):
+    """A display line cut to FOLD_KEEP characters when longer than FOLD_CHARS, saying how much was folded."""
+    if len(line) <= FOLD_CHARS:
+        return line
+    return '%s ... [%d more characters folded]' % (line[:FOLD_KEEP], len(line) - FOLD_KEEP)
+
+
 def split_display_line(raw):
     """A log line as a terminal would show it (the last segment of \\r progress bars), secrets masked."""
     parts = [p for p in raw.split('\r') if p.strip()]

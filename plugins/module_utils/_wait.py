@@ -27,6 +27,7 @@ from ansible_collections.llmops.serving.plugins.module_utils._startup_log import
     TracebackTracker,
     compile_patterns,
     find_fatal,
+    fold_line,
     match_phase,
     phase_rank,
     split_display_line,
@@ -237,12 +238,13 @@ class Waiter(object):
 
     def _handle_lines(self, raw_lines):
         for raw in raw_lines:
-            line = split_display_line(raw)
-            if not line:
+            full = split_display_line(raw)
+            if not full:
                 continue
+            self.tracebacks.feed(full)
+            line = fold_line(full)
             self.new_lines.append(line)
             self.tail.append(line)
-            self.tracebacks.feed(line)
             pattern = find_fatal(raw, self.fatal_res)
             if self.fatal is not None:
                 if len(self.fatal['context']) < FATAL_CONTEXT:
@@ -252,7 +254,7 @@ class Waiter(object):
                 continue
             phase = match_phase(raw)
             if phase:
-                self._enter_phase(phase, line)
+                self._enter_phase(phase, full)
             if pattern:
                 self.fatal = {'line': line, 'pattern': pattern, 'elapsed': self.elapsed(), 'context': [line],
                               'matches': [line]}

@@ -420,33 +420,38 @@ def log_description(params):
 
 
 def failure_message(status, waiter, process, params, elapsed, notes):
-    """What happened, where, then the relevant log lines (the fatal ones and what followed)."""
+    """Root cause first (the exception that ended the first traceback, else the first fatal
+    line), then what happened and where, then the other exceptions. The log lines themselves
+    are in the result once (RV(fatal_line), RV(log_tail)), not repeated here."""
     where = 'after %.0f s in phase %s' % (elapsed, waiter.phase)
     health = describe_probe(waiter.last_probe)
     if status == STATUS_CRASHED:
         code = waiter.exit.get('exit_code')
-        msg = 'the server crashed %s: %s%s; last health: %s' % (
+        what = 'the server crashed %s: %s%s; last health: %s' % (
             where, waiter.exit['detail'], '' if code is None else ', exit code %s' % code, health)
     elif status == STATUS_FATAL_LOG:
         watched = process.describe()
-        msg = 'a fatal line appeared in the %s %s (%s); last health: %s' % (
+        what = 'a fatal line appeared in the %s %s (%s); last health: %s' % (
             log_description(params), where, '%s still runs' % watched if watched else 'the process is not watched', health)
     elif status == STATUS_STALLED:
-        msg = ('no progress for %.0f s, %s: no new lines in the %s and the health answer stayed "%s"; '
-               'the start looks hung (raise stall_timeout if this phase is legitimately quiet)' % (
-                   params['stall_timeout'], where, log_description(params), health))
+        what = ('no progress for %.0f s, %s: no new lines in the %s and the health answer stayed "%s"; '
+                'the start looks hung (raise stall_timeout if this phase is legitimately quiet)' % (
+                    params['stall_timeout'], where, log_description(params), health))
     else:
-        msg = 'the server at %s was not ready %s (timeout %.0f s); last health: %s' % (
+        what = 'the server at %s was not ready %s (timeout %.0f s); last health: %s' % (
             params['url'], where, params['timeout'], health)
-    parts = [msg]
-    if waiter.tracebacks.exceptions:
-        parts.append('exceptions that ended the tracebacks (the root cause first):\n' +
-                     '\n'.join('  ' + line for line in waiter.tracebacks.exceptions))
+    exceptions = waiter.tracebacks.exceptions
+    if exceptions:
+        parts = ['root cause: ' + exceptions[0], what]
+        parts.extend('then: ' + line for line in exceptions[1:])
+    elif waiter.fatal is not None:
+        parts = ['root cause: ' + waiter.fatal['matches'][0], what]
+    else:
+        parts = [what]
     if waiter.fatal is not None:
-        parts.append('fatal log lines:\n' + '\n'.join('  ' + line for line in waiter.fatal['matches'][:5]))
-        parts.append('log from the first fatal line:\n' + '\n'.join(waiter.fatal['context']))
+        parts.append('the log from the first fatal line is in fatal_line below (%s)' % log_description(params))
     elif waiter.tail:
-        parts.append('last log lines:\n' + '\n'.join(waiter.tail[-params['log_lines']:]))
+        parts.append('the last log lines are in log_tail below (%s)' % log_description(params))
     if notes:
         parts.append('notes: ' + '; '.join(notes))
     return '\n'.join(parts)

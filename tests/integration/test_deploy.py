@@ -76,11 +76,13 @@ def http_json(fleet, host, path):
     return json.loads(fleet.ssh(host, "/usr/bin/python3 -c '%s'" % code, input=API_KEY).stdout)
 
 
-def summary_lines(result):
-    """The per-host lines of deploy.yml's summary (the YAML callback wraps long lines)."""
-    block = result.stdout.rpartition('Show state, ready time')[2].partition('PLAY RECAP')[0]
-    items = ' '.join(block.split()).split(" - '")[1:]
-    return [item.rstrip("' ") for item in items if ': ready (' in item]
+def summary_rows(result):
+    """host -> the cells of its row in deploy.yml's summary table (the last one printed;
+    columns host, state, action, ready_s, version, depth, accept, url / reason)."""
+    block = result.stdout.rpartition('TASK [Show state, ready time')[2].partition('PLAY RECAP')[0]
+    rows = [re.split(r' {2,}', line.strip()) for line in block.splitlines()]
+    header = next(index for index, row in enumerate(rows) if row[:2] == ['host', 'state'])
+    return {row[0]: row for row in rows[header + 1:] if len(row) == 8}
 
 
 def changed_tasks(result):
@@ -112,10 +114,11 @@ def test_first_deploy_all_ready(deployed):
     fleet, result = deployed
     for host in ALL:
         assert result.recap[host]['failed'] == 0
-    lines = summary_lines(result)
-    assert len(lines) == len(ALL), result.stdout[-3000:]
-    assert any('sd1: ready (start, systemd' in line for line in lines)
-    assert all('depth 16' in line and '[SIMULATOR]' in line for line in lines)
+    rows = summary_rows(result)
+    assert sorted(rows) == sorted(ALL), result.stdout[-3000:]
+    assert rows['sd1'][1:3] == ['ready', 'start']
+    assert all(row[4] == 'sglang 0.5.15.post1 SIMULATOR' and row[5] == '16' and float(row[6]) >= 1.5
+               for row in rows.values()), rows
     assert fleet.ssh('sd1', 'systemctl is-active llmops-sglang-main.service').stdout.strip() == 'active'
 
 
@@ -169,7 +172,9 @@ def test_depth_change_restarts_only_that_host(deployed, run_playbook):
     assert {h: after[h] for h in ALL if h != 'ns2'} == {h: before[h] for h in ALL if h != 'ns2'}
     assert result.changed('ns2') > 0 and all(result.changed(h) == 0 for h in ALL if h != 'ns2'), changed_tasks(result)
     script = fleet.ssh('ns2', 'cat /etc/llmops/sglang-main.sh').stdout
-    assert '--speculative-num-steps 9 --speculative-eagle-topk 1 --speculative-num-draft-tokens 10' in script
+    # one flag per line
+    assert {'    --speculative-num-steps 9 \\', '    --speculative-eagle-topk 1 \\'} <= set(script.splitlines()), script
+    assert '--speculative-num-draft-tokens 10' in script
     assert '--num-speculative-tokens' not in script
 
 
@@ -220,7 +225,11 @@ def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
     result = run_playbook('playbooks/deploy.yml', check=True, diff=True, expect_rc=0,
                           extra_vars=deploy_vars(sglang_server_speculative_depth=5))
     lines = result.stdout.splitlines()
-    assert any(line.startswith('+exec ') and line.endswith('--speculative-num-draft-tokens 5') for line in lines)
+    # the launch script's diff names the changed flags, one per line
+    flags = {line.rstrip(' \\') for line in lines}
+    assert {'-    --speculative-num-steps 15', '+    --speculative-num-steps 4',
+            '-    --speculative-num-draft-tokens 16', '+    --speculative-num-draft-tokens 5'} <= flags, result.stdout[-4000:]
+    assert not any(line.startswith(('+exec ', '-exec ')) for line in lines)
     assert any(line.startswith('+ExecStart=') and '"--speculative-num-draft-tokens" "5"' in line for line in lines)
     assert server_pids(fleet) == before
     assert '--speculative-num-draft-tokens 16' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-main.sh').stdout
@@ -290,6 +299,13 @@ def test_fault_in_first_batch_stops_rollout(fault, reason, deployed, run_playboo
     assert reason in result.stdout, output
     assert 'ns3' not in result.recap or result.recap['ns3']['changed'] == 0, output
     assert server_pids(fleet)['ns3'] == ns3_before
+    # the rollout stopped, and yet every host has its summary row: ns1 with its reason
+    rows = summary_rows(result)
+    # the row gives the root cause (wait_for_llm_health's first line), not the traceback's start
+    row_reason = 'RuntimeError: simulated crash during load' if fault == 'crash' else reason
+    assert rows['ns1'][1] in ('failed', 'rolled_back') and row_reason in rows['ns1'][7], rows
+    assert rows['ns2'][1:3] == ['ready', 'restart'] and rows['ns2'][5] == '5', rows
+    assert rows['ns3'][1] == 'not reached', rows
 
 
 def test_stop_leaves_no_process(deployed, run_playbook):

@@ -242,3 +242,12 @@ def test_every_form_of_the_api_key_is_masked(line, kept):
     assert not any(part in shown for part in KEY_PARTS), shown
     for text in kept:
         assert text in shown
+
+
+def test_a_long_line_is_folded_once_masked():
+    line = "server_args=ServerArgs(api_key='s3cret', " + ', '.join('option_%d=%d' % (n, n) for n in range(800)) + ')'
+    folded = startup_log.fold_line(startup_log.split_display_line(line))
+    assert folded.startswith("server_args=ServerArgs(api_key='********', option_0=0")
+    assert folded.endswith(' ... [%d more characters folded]' % (len(line) + 2 - startup_log.FOLD_KEEP))
+    assert len(folded) < startup_log.FOLD_CHARS
+    assert startup_log.fold_line('short line') == 'short line'

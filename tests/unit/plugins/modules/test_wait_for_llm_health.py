@@ -112,9 +112,13 @@ def test_crash_message_names_the_exit_code_and_shows_the_fatal_lines(server, cap
     finally:
         child.wait()
     assert result['status'] == 'crashed' and result['exit_code'] == 1
-    first, fatal = result['msg'].split('\n')[0], result['msg'].split('fatal log lines:\n')[1]
-    assert first.startswith('the server crashed after 0 s in phase load_weights: PID %d exited, exit code 1' % child.pid)
-    assert 'torch.OutOfMemoryError: CUDA out of memory' in fatal
+    lines = result['msg'].split('\n')
+    # the root cause first, then what happened; the log lines once, in fatal_line (not in msg)
+    assert lines[0] == 'root cause: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'
+    assert lines[1].startswith('the server crashed after 0 s in phase load_weights: PID %d exited, exit code 1' % child.pid)
+    assert lines[2] == 'the log from the first fatal line is in fatal_line below (log %s)' % log
+    assert 'Load weight begin' not in result['msg']
+    assert result['fatal_line'][0].endswith('Traceback (most recent call last):')
 
 
 def test_fatal_message_names_the_root_cause_of_the_real_vllm_crash(server, capsys, tmp_path):
@@ -131,9 +135,11 @@ def test_fatal_message_names_the_root_cause_of_the_real_vllm_crash(server, capsy
         child.wait()
     assert result['status'] == 'fatal_log'
     lines = result['msg'].split('\n')
-    assert lines[1] == 'exceptions that ended the tracebacks (the root cause first):'
-    assert lines[2].startswith("  ValueError: There is no module or parameter named 'draft_model' in Eagle3LlamaForCausalLM.")
-    assert lines[4] == "  RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"
+    assert lines[0].startswith("root cause: ValueError: There is no module or parameter named 'draft_model' in "
+                               "Eagle3LlamaForCausalLM.")
+    assert lines[1].startswith('a fatal line appeared in the log ')
+    assert lines[3] == "then: RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): " \
+                       "{'EngineCore': 1}"
     assert [line[:11] for line in result['exceptions']] == ['ValueError:', 'Exception: ', 'RuntimeErro']
 
 

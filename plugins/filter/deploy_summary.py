@@ -1,0 +1,66 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The per-host summary of a deploy as one aligned table. Documented in deploy_summary.yml
+next to this file."""
+
+from __future__ import annotations
+
+HEADER = ('host', 'state', 'action', 'ready_s', 'version', 'depth', 'accept', 'url / reason')
+NOT_REACHED = 'not reached: the rollout stopped before this host, or it was unreachable'
+REASON_CHARS = 300
+
+
+def _one_line(text, limit=REASON_CHARS):
+    """Whitespace collapsed (two spaces separate the columns), cut at ``limit`` characters."""
+    text = ' '.join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+def _figure(value, fmt, none='-'):
+    return none if value is None or value == '' else fmt % float(value)
+
+
+def _row(host, hostvars):
+    """The table row of one host, and the canary report lines that follow the table."""
+    variables = hostvars.get(host) or {}
+    result = variables.get('sglang_server_result') or {}
+    failure = variables.get('llmops_deploy_failure')
+    if not result and failure is None:
+        return (host, 'not reached', '-', '-', '-', '-', '-', NOT_REACHED), []
+    state = result.get('state') or 'failed'
+    if failure is not None and state not in ('failed', 'rolled_back'):
+        state = 'failed'
+    version = ' '.join(str(part) for part in (result.get('engine'), result.get('version')) if part)
+    version = (version + (' SIMULATOR' if variables.get('llmops_simulator') else '')) if version else '-'
+    if failure is not None:
+        detail = result.get('reason') or failure
+        if state == 'rolled_back':
+            detail = 'serving its last good configuration again; %s' % detail
+    else:
+        detail = result.get('url') or '-'
+    depth = result.get('depth')
+    row = (host, state, result.get('action') or '-', _figure(result.get('ready_s'), '%.1f'), version,
+           '-' if not result else ('off' if depth is None else str(depth)),
+           _figure(result.get('accept_length'), '%.2f'), _one_line(detail))
+    canary = variables.get('deploy_canary_verdict') or {}
+    return row, ['%s %s' % (host, line) for line in canary.get('report') or []]
+
+
+def deploy_summary(hosts, hostvars):
+    """One aligned text line per host (after a header): state, action, ready time, engine
+    version, speculative depth, acceptance length, and the URL (ready) or the reason (failed,
+    rolled back, not reached). Columns are separated by at least two spaces; no cell holds two
+    spaces in a row, so a reader can split on them."""
+    rows, extra = [HEADER], []
+    for host in hosts:
+        row, lines = _row(host, hostvars)
+        rows.append(row)
+        extra.extend(lines)
+    widths = [max(len(row[column]) for row in rows) for column in range(len(HEADER) - 1)]
+    table = ['  '.join([cell.ljust(width) for cell, width in zip(row, widths)] + [row[-1]]).rstrip() for row in rows]
+    return table + extra
+
+
+class FilterModule:
+    def filters(self):
+        return {'deploy_summary': deploy_summary}

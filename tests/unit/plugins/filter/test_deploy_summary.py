@@ -1,0 +1,61 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""deploy_summary: one aligned row per targeted host, failed and not reached ones included."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.llmops.serving.plugins.filter.deploy_summary import NOT_REACHED, deploy_summary
+
+READY = {'state': 'ready', 'action': 'restart', 'launcher': 'systemd', 'pid': 41, 'ready_s': 4.06,
+         'engine': 'sglang', 'version': '0.5.15.post1', 'depth': 16, 'accept_length': 3.214,
+         'url': 'http://10.0.0.1:30000'}
+
+
+def split(line):
+    return re.split(r' {2,}', line)
+
+
+def test_rows_are_aligned_and_complete():
+    hostvars = {
+        'gpu-node-01': {'sglang_server_result': READY, 'llmops_simulator': True},
+        'n2': {'sglang_server_result': dict(READY, depth=None, accept_length=None, action='none', ready_s=None)},
+        'n3': {'llmops_deploy_failure': 'GPU 0 is busy:\n  trainer   holds 100000 MiB'},
+        'n4': {'sglang_server_result': dict(READY, state='rolled_back', reason='the drafter is not being accepted'),
+               'llmops_deploy_failure': 'rolled_back: the drafter is not being accepted; serving ...'},
+        'n5': {},
+        'n6': {'sglang_server_result': {'state': 'failed', 'reason': 'exited'}, 'llmops_simulator': True,
+               'llmops_deploy_failure': 'failed: exited'},
+    }
+    lines = deploy_summary(list(hostvars), hostvars)
+    assert len(lines) == 7
+    # every column starts at the same offset on every line
+    starts = [[match.start() for match in re.finditer(r'(?:^|(?<=  ))\S', line)] for line in lines]
+    assert all(row[:7] == starts[0][:7] for row in starts), lines
+    assert split(lines[0]) == ['host', 'state', 'action', 'ready_s', 'version', 'depth', 'accept', 'url / reason']
+    assert split(lines[1]) == ['gpu-node-01', 'ready', 'restart', '4.1', 'sglang 0.5.15.post1 SIMULATOR', '16', '3.21',
+                               'http://10.0.0.1:30000']
+    assert split(lines[2])[1:7] == ['ready', 'none', '-', 'sglang 0.5.15.post1', 'off', '-']
+    # the reason on one line, whitespace collapsed
+    assert split(lines[3]) == ['n3', 'failed', '-', '-', '-', '-', '-', 'GPU 0 is busy: trainer holds 100000 MiB']
+    assert split(lines[4])[1] == 'rolled_back'
+    assert split(lines[4])[-1] == 'serving its last good configuration again; the drafter is not being accepted'
+    assert split(lines[5]) == ['n5', 'not reached', '-', '-', '-', '-', '-', NOT_REACHED]
+    # no version known: no SIMULATOR mark either
+    assert split(lines[6])[1:5] == ['failed', '-', '-', '-']
+
+
+def test_a_host_that_failed_after_it_became_ready_is_failed():
+    hostvars = {'n1': {'sglang_server_result': READY, 'llmops_deploy_failure': 'router did not report it healthy'}}
+    row = split(deploy_summary(['n1'], hostvars)[1])
+    assert row[1] == 'failed' and row[-1] == 'router did not report it healthy'
+
+
+def test_long_reason_is_cut_and_canary_report_follows():
+    hostvars = {'n1': {'llmops_deploy_failure': 'x' * 1000},
+                'n2': {'sglang_server_result': READY, 'deploy_canary_verdict': {'report': ['canary gate: passed']}}}
+    lines = deploy_summary(['n1', 'n2'], hostvars)
+    assert len(split(lines[1])[-1]) == 300 and lines[1].endswith('...')
+    assert lines[-1] == 'n2 canary gate: passed'
+    assert all(line == line.rstrip() for line in lines)

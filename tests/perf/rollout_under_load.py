@@ -3,8 +3,9 @@
 """A rolling deploy behind the real sglang-router under streaming load, with and without drain.
 
 Builds a test fleet (tests/integration/fleet.py): SGLang simulator servers (test doubles) on
-ns1-ns3, the real router (tests/integration/install_router.sh) on ns4. While 8 clients stream
-completions through the router, playbooks/deploy.yml restarts every server (a depth change,
+ns1-ns3, the real router (tests/integration/install_router.sh) on ns4. While 8 clients (each
+pausing --pause s between requests) stream completions through the router,
+playbooks/deploy.yml restarts every server (a depth change,
 one host per batch), once with the drain (the deploy sequence takes each server out of the
 router before its stop and puts it back after its health check) and once without it
 (today's behaviour: the deploy sees no router group, the router finds out by itself).
@@ -45,7 +46,12 @@ def playbook(inventory, path, extra_vars, limit=None):
         proc = subprocess.run(argv, capture_output=True, text=True, env=ansible_env(), cwd=ROOT, timeout=1200,
                               check=False)
     if proc.returncode != 0:
-        sys.exit('%s failed (rc %d):\n%s' % (path, proc.returncode, proc.stdout[-4000:]))
+        log = os.path.join(tempfile.gettempdir(), 'rollout_under_load-%s.log' % os.path.basename(path))
+        with open(log, 'w') as f:
+            f.write(proc.stdout + proc.stderr)
+        failed = [line for line in proc.stdout.splitlines() if line.startswith(('fatal:', 'failed:'))]
+        sys.exit('%s failed (rc %d; whole output in %s):\n%s\n%s'
+                 % (path, proc.returncode, log, '\n'.join(failed), proc.stdout[-4000:]))
 
 
 def percentile(values, q):
@@ -57,6 +63,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--hosts', type=int, default=3, help='servers (the router gets one more host)')
     parser.add_argument('--after', type=int, default=100, help='requests sent after each rollout')
+    parser.add_argument('--pause', type=float, default=0.5,
+                        help="seconds each of the 8 clients waits after each of its requests (the simulator answers "
+                             "in milliseconds: unpaced, the clients would take the machine's CPUs from the deploy)")
     args = parser.parse_args()
     subprocess.run([os.path.join(ROOT, 'tests', 'integration', 'install_router.sh')], check=True)
     servers = ['ns%d' % i for i in range(1, args.hosts + 1)]
@@ -77,7 +86,7 @@ def main():
         router = 'http://%s:30080' % fleet.hosts[router_host]['address']
         rows = []
         for mode, group, depth in (('drain', 'sglang_routers', 10), ('no drain', 'no_routers', 16)):
-            with Load(router, key=API_KEY, model='tiny-llama') as load:
+            with Load(router, key=API_KEY, model='tiny-llama', pause=args.pause) as load:
                 while load.sent < 50:
                     time.sleep(0.1)
                 begin = time.monotonic()
@@ -92,8 +101,9 @@ def main():
             rows.append((mode, load.sent, load.failed, load.truncated, end - begin,
                          percentile(during, .5), percentile(during, .99), percentile(outside, .5),
                          percentile(outside, .99)))
-    print('%d servers behind the real sglang-router, 8 streaming clients, deploy.yml restarting every server '
-          '(depth change, serial 1)' % args.hosts)
+    print('%d servers behind the real sglang-router, 8 streaming clients (%.2f s pause after each request), '
+          'deploy.yml restarting every server (depth change, serial 1); SGLang simulator, not GPU figures'
+          % (args.hosts, args.pause))
     print('%-9s %9s %7s %10s %10s %16s %16s %16s %16s' % (
         'run', 'requests', 'failed', 'truncated', 'rollout_s', 'ttft_p50_during', 'ttft_p99_during',
         'ttft_p50_outside', 'ttft_p99_outside'))

@@ -106,11 +106,13 @@ class Worker:
 
 class Load:
     """``clients`` threads sending streaming completions to ``url`` until stopped (or ``limit``
-    requests were sent); counts requests sent, failed (HTTP or connection error, timeout) and
-    truncated (no ``[DONE]``), and keeps ``(start, ttft or None, outcome)`` per request."""
+    requests were sent), each waiting ``pause`` seconds after each of its requests (the
+    simulator answers in milliseconds: unpaced, 8 clients keep a 2-core machine busy);
+    counts requests sent, failed (HTTP or connection error, timeout) and truncated (no
+    ``[DONE]``), and keeps ``(start, ttft or None, outcome)`` per request."""
 
-    def __init__(self, url, key=KEY, model='tiny', clients=8, limit=None):
-        self.url, self.key, self.model, self.limit = url, key, model, limit
+    def __init__(self, url, key=KEY, model='tiny', clients=8, limit=None, pause=0.0):
+        self.url, self.key, self.model, self.limit, self.pause = url, key, model, limit, pause
         self.stop, self.lock = threading.Event(), threading.Lock()
         self.sent = self.failed = self.truncated = 0
         self.samples = []
@@ -136,6 +138,7 @@ class Load:
                 self.failed += outcome == 'failed'
                 self.truncated += outcome == 'truncated'
                 self.samples.append((start, ttft, outcome))
+            self.stop.wait(self.pause)
 
     def __enter__(self):
         for t in self.threads:

@@ -7,7 +7,8 @@ changes nothing and keeps its PID; clients without the API key get 401 and the k
 output, log, command line or environment; a drain under streaming load loses no request and
 register puts the server back; a rolling deploy.yml (depth change, one host per batch) under
 load drains and registers each server and loses no request; a SIGKILLed worker is taken out within the configured health
-interval and is back, with traffic, once healthy (both measured and printed).
+interval and is back, with traffic, once healthy (both measured and printed); a server whose restart fails (rollback
+off) stays out of the router, the rollout stops and the other server serves every request.
 """
 
 from __future__ import annotations
@@ -247,3 +248,29 @@ def test_killed_worker_out_within_interval_and_back_when_healthy(bed, run_playbo
     assert out_s <= INTERVAL * (THRESHOLD + 1) + 2
     assert counts[1] == 0  # failed attempts were retried on ns1
     assert completions_served(fleet, 'ns2') > served  # round_robin sends it traffic again
+
+
+def test_a_host_whose_restart_fails_stays_out_and_the_rollout_stops(bed, run_playbook):
+    """deploy.yml, one host per batch, without rollback: ns1's new server crashes while it loads.
+    ns1 was drained before its stop and is never registered again: it stays out of the router,
+    the rollout stops before ns2, and ns2 serves every request meanwhile. A good deploy of ns1
+    then puts it back."""
+    fleet, inventory, router = bed[:3]
+    before = pid_of(fleet, 'ns2', SERVER_PIDFILE)
+    env = dict(router_vars()['sglang_server_env'], SGLANG_SIM_FAULT='crash:load')
+    with Load(router, key=API_KEY, model='tiny-llama') as load:
+        wait_for(lambda: load.sent >= 20, 60)
+        result = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=600,
+                              extra_vars=router_vars(sglang_server_env=env, llmops_serial=1, llmops_rollback=False))
+        assert workers(router) == {url_of(fleet, 'ns2'): True}
+        sent = load.sent
+        wait_for(lambda: load.sent >= sent + 20, 60)  # served by ns2 alone
+    print('\nfailed restart behind the router: %d requests, %d failed, %d truncated'
+          % (load.sent, load.failed, load.truncated))
+    assert result.rc != 0 and result.recap['ns1']['failed'] == 1, result.stdout[-4000:]
+    assert 'the host is left as it failed (deploy_rollback is false)' in ' '.join(result.stdout.split())
+    assert 'ns2' not in result.recap and pid_of(fleet, 'ns2', SERVER_PIDFILE) == before
+    assert load.failed == 0 and load.truncated == 0
+    assert workers(router) == {url_of(fleet, 'ns2'): True}
+    run_playbook('playbooks/deploy.yml', inventory=inventory, limit='ns1', extra_vars=router_vars(), expect_rc=0)
+    assert workers(router) == {url_of(fleet, h): True for h in SERVERS}

@@ -81,6 +81,16 @@ def test_without_a_key_the_output_is_untouched(shim, tmp_path):
     assert "api_key='plain'" in log and 'child plain' in log
 
 
+def test_a_key_file_that_does_not_exist_means_no_key(shim, tmp_path):
+    """The role always names the key file (a rollback must not decide whether there is a key)
+    and removes it for a server without one: no file, no --api-key, nothing filtered."""
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), **{KEY_ENV: str(tmp_path / 'no-such.key')})
+    (tmp_path / 'whoami_server.py').write_text(WHOAMI)
+    out = subprocess.run([sys.executable, str(shim), 'whoami_server'], env=env, capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert 'key=no' in out
+
+
 # Prints who it runs as, whether it may gain privileges, and the key it got.
 WHOAMI = r'''
 import os, sys

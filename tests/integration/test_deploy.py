@@ -364,26 +364,3 @@ def vllm_server_vars(out, manifest, drafter, state, port, name):
         'sglang_server_log_path': os.path.join(state, 'server.log'),
         'sglang_server_health_timeout': 600,
     }
-
-
-@pytest.mark.engine
-@pytest.mark.parametrize('drafter, accepted', [('good-layers0', True), ('random-layers0', False)])
-def test_vllm_engine_through_the_role(drafter, accepted, run_playbook, tmp_path_factory):
-    """The real vLLM CPU engine (tests/engines) deployed through the role on this machine:
-    the good drafter passes the acceptance floor, the random one fails it."""
-    tmp = str(tmp_path_factory.getbasetemp())
-    out, manifest = engine_models(tmp)
-    inventory = local_inventory(os.path.join(tmp, 'local-inventory.yml'))
-    extra = dict(vllm_server_vars(out, manifest, drafter, os.path.join(tmp, 'vllm-' + drafter), 31871,
-                                  'vllm-' + drafter), deploy_vllm_state='started')
-    try:
-        result = run_playbook('deploy_vllm.yml', inventory=inventory, extra_vars=extra)
-        if accepted:
-            assert result.rc == 0, result.stdout[-4000:]
-            assert 'state: ready' in result.stdout and 'engine: vllm' in result.stdout
-        else:
-            assert result.rc != 0
-            assert 'the drafter is not being accepted' in ' '.join(result.stdout.split()), result.stdout[-4000:]
-    finally:
-        run_playbook('deploy_vllm.yml', inventory=inventory, expect_rc=0,
-                     extra_vars=dict(extra, deploy_vllm_state='stopped'))

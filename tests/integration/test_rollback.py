@@ -21,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from test_deploy import SIM, deploy_vars, engine_models, local_inventory, vllm_server_vars
+from test_deploy import SIM, deploy_vars, engine_models, local_inventory, summary_rows, vllm_server_vars
 
 HOSTS = ['ns1', 'ns2', 'ns3']
 PORT = 31100
@@ -173,6 +173,26 @@ def test_canary_gate_rolls_back_a_slower_server_and_passes_a_neutral_change(good
     assert 'ns1: canary gate: passed; figure' in flat(passed), passed.stdout[-3000:]
 
 
+def test_a_key_added_by_a_failed_change_stays_after_the_rollback(good, run_playbook_here):
+    """The last good configuration was recorded without a key; the failed change adds one. The
+    rolled-back server must not serve without it: the recorded launch files never decide
+    whether there is a key, the current key file does."""
+    fleet = good
+    key = 'sk-rb-kept-3c2b1a'
+    result = run_playbook_here('playbooks/deploy.yml', limit=','.join(HOSTS), extra_vars=rb_vars(
+        sglang_server_speculative_draft_model_path=RANDOM_DRAFTER, sglang_server_api_key=key))
+    assert result.rc != 0 and 'rolled_back: the drafter is not being accepted' in flat(result), result.stdout[-4000:]
+    assert key not in result.stdout
+    probe = ('import sys, urllib.request, urllib.error; key = sys.stdin.read().strip(); '
+             'headers = {"Authorization": "Bearer " + key} if key else {}; '
+             'req = urllib.request.Request("http://127.0.0.1:%d/server_info", headers=headers)\n'
+             'try:\n    print(urllib.request.urlopen(req, timeout=10).status)\n'
+             'except urllib.error.HTTPError as exc:\n    print(exc.code)' % PORT)
+    status = {given: fleet.ssh('ns1', "/usr/bin/python3 -c '%s'" % probe, input=given).stdout.strip()
+              for given in ('', key)}
+    assert status == {'': '401', key: '200'}, status
+
+
 def test_stop_leaves_no_rollback_server(good, run_playbook_here):
     run_playbook_here('playbooks/stop.yml', limit=','.join(HOSTS), expect_rc=0,
                       extra_vars=rb_vars(sglang_server_stop_timeout=20))
@@ -203,7 +223,9 @@ def test_vllm_good_to_random_drafter_rolls_back_to_good(run_playbook, tmp_path_f
                  gpu_preflight_environment={'NVSIM_STATE_DIR': nvsim})
     script = os.path.join(state, 'etc', 'sglang-vllm-rb.sh')
     try:
-        run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=extra, expect_rc=0)
+        first = run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=extra, expect_rc=0)
+        row = summary_rows(first)['localhost']
+        assert row[1] == 'ready' and row[4].startswith('vllm 0.') and 'SIMULATOR' not in row[4], row
         with open(script, encoding='utf-8') as handle:
             good_script = handle.read()
         start = time.monotonic()

@@ -29,6 +29,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'perf'))
 from router_failover import Load  # noqa: E402  (tests/perf/router_failover.py)
 
+# Each load client waits this long after each request: unpaced, 8 clients against the simulator
+# keep both cores of the test machine busy and slow the playbooks under test.
+LOAD_PAUSE = 0.1
+
 SERVERS = ['ns1', 'ns2']
 ROUTER = 'ns3'
 PORT = 30080
@@ -178,7 +182,7 @@ def test_api_key_required_and_never_shown(bed, run_playbook):
 
 def test_drain_under_load_loses_nothing_and_register_puts_it_back(bed, run_playbook):
     fleet, inventory, router = bed[:3]
-    with Load(router, key=API_KEY, model='tiny-llama') as load:
+    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
         wait_for(lambda: load.sent >= 20, 60)
         drained = run_playbook('tests/integration/playbooks/router_worker.yml', inventory=inventory, limit='ns1',
                                extra_vars=router_vars(router_worker_steps=['drain']), expect_rc=0)
@@ -211,7 +215,7 @@ def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
     its health check, so no request fails and no stream is cut."""
     fleet, inventory, router = bed[:3]
     before = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
-    with Load(router, key=API_KEY, model='tiny-llama') as load:
+    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
         wait_for(lambda: load.sent >= 20, 60)
         started = time.monotonic()
         result = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=900,
@@ -229,7 +233,7 @@ def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
 def test_killed_worker_out_within_interval_and_back_when_healthy(bed, run_playbook):
     fleet, inventory, router = bed[:3]
     url = url_of(fleet, 'ns2')
-    with Load(router, key=API_KEY, model='tiny-llama') as load:
+    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
         wait_for(lambda: load.sent >= 20, 60)
         pid = pid_of(fleet, 'ns2', SERVER_PIDFILE)
         fleet.ssh('ns2', 'kill -KILL -- -%d' % pid)  # the server's whole session
@@ -258,7 +262,7 @@ def test_a_host_whose_restart_fails_stays_out_and_the_rollout_stops(bed, run_pla
     fleet, inventory, router = bed[:3]
     before = pid_of(fleet, 'ns2', SERVER_PIDFILE)
     env = dict(router_vars()['sglang_server_env'], SGLANG_SIM_FAULT='crash:load')
-    with Load(router, key=API_KEY, model='tiny-llama') as load:
+    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
         wait_for(lambda: load.sent >= 20, 60)
         result = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=600,
                               extra_vars=router_vars(sglang_server_env=env, llmops_serial=1, llmops_rollback=False))

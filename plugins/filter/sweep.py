@@ -359,9 +359,10 @@ def _summary_panels(out, specs, levels, baseline, depths, has_adaptive, top):
             pts = sorted(((panel.x(int(c['depth']), c.get('adaptive')) + nudge, s, c) for c, s in series.get(level, [])),
                          key=lambda p: p[0])
             line = [(x, panel.y(s['median'])) for x, s, c in pts if not c.get('adaptive')]
+            polyline = ' '.join('%.1f,%.1f' % p for p in line)
             out.append('<polyline class="%s" data-concurrency="%s" fill="none" stroke="%s" stroke-width="1.6" '
                        'stroke-opacity="0.8" points="%s"/>' % ('speedup-line' if unity else 'accept-line', level, color,
-                                                                ' '.join('%.1f,%.1f' % p for p in line)))
+                                                               polyline))
             for x, s, c in pts:
                 _error_bar(out, x, panel.y(s['min']), panel.y(s['max']), color)
                 _marker(out, shape, x, panel.y(s['median']), color, hollow=index % 2 == 1)

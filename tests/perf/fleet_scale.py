@@ -120,8 +120,8 @@ def main():
     parser.add_argument('--speed', default='0.05', help='SGLANG_SIM_SPEED of the simulated servers')
     args = parser.parse_args()
     print('fleet_scale: namespace hosts with the SGLang SIMULATOR, one batch, forks %d' % args.forks)
-    print('%4s  %-15s %8s %14s %10s %8s %14s' % ('N', 'run', 'wall s', 'ctl CPU s/host', 'tasks/host', 'skipped',
-                                                  'ssh cmds/host'))
+    header = ('N', 'run', 'wall s', 'ctl CPU s/host', 'tasks/host', 'skipped', 'ssh cmds/host')
+    print('%4s  %-15s %8s %14s %10s %8s %14s' % header)
     for size in args.sizes:
         for n, label, wall, cpu, ran, skipped, ssh_min, ssh_max in measure(size, args.forks, args.speed):
             ssh = str(ssh_max) if ssh_min == ssh_max else '%d-%d' % (ssh_min, ssh_max)

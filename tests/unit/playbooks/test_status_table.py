@@ -22,8 +22,8 @@ DOWN = dict(UP, running=False, pid=None, healthy=False, msg='no answer from http
 # host -> (multi-node group or None, server status)
 HOSTS = {
     'single': (None, dict(RANK0, pid=11, depth=16, accept_length=2.61)),
-    'keyless': (None, dict(UP, pid=12, unauthorized=True, msg='the server refused /server_info with HTTP 401: set '
-                                                                'sglang_server_api_key')),
+    'keyless': (None, dict(UP, pid=12, unauthorized=True,
+                           msg='the server refused /server_info with HTTP 401: set sglang_server_api_key')),
     'ok0': (['ok0', 'ok1'], dict(RANK0, pid=21)),
     'ok1': (['ok0', 'ok1'], dict(UP, pid=22)),
     # rank 1 died: rank 0 stays up, its /health answers 503

@@ -259,8 +259,9 @@ def test_shell_join_one_flag_per_line_runs_the_same_argv():
     """The launch script's form: a diff of two commands shows one changed flag per line."""
     argv = ['printf', '%s\\0', '--port', '30000', '--served-model-name', NASTY[3], '--flag=1 2', '-x', 'end']
     text = a.shell_join(argv, flag_per_line=True)
-    assert text.split('\n') == ["printf '%s\\0' \\", '    --port 30000 \\', "    --served-model-name 'x; rm -rf /' \\",
-                                 "    '--flag=1 2' -x end"]
+    expected = ["printf '%s\\0' \\", '    --port 30000 \\', "    --served-model-name 'x; rm -rf /' \\",
+                "    '--flag=1 2' -x end"]
+    assert text.split('\n') == expected
     out = subprocess.run(['sh', '-c', text], capture_output=True, check=True).stdout
     assert out.split(b'\0')[:-1] == [arg.encode() for arg in argv[2:]]
     assert a.shell_join(argv[:1], flag_per_line=True) == 'printf' and a.shell_join([], flag_per_line=True) == ''

@@ -38,6 +38,9 @@ from ansible_collections.llmops.serving.plugins.module_utils._startup_log import
 # --------------------------------------------------------------------------------------
 PROBE_READY = 'ready'             # 2xx
 PROBE_STARTING = 'starting'       # 503: SGLang is up but warm-up has not finished
+# 503 after the server had answered healthy: SGLang's /health runs a 1-token generation and
+# answers 503 when it does not finish in time (20 s): busy or stuck, not starting.
+PROBE_GENERATION_TIMEOUT = 'generation_timeout'
 PROBE_SERVER_ERROR = 'server_error'   # other 5xx
 PROBE_CLIENT_ERROR = 'client_error'   # 4xx and other codes (wrong path, API key...)
 PROBE_REFUSED = 'refused'         # nothing listens yet (weights loading, graphs...)
@@ -49,6 +52,7 @@ PROBE_UNREACHABLE = 'unreachable'  # DNS, no route, other network errors
 _PROBE_TEXT = {
     PROBE_READY: 'healthy',
     PROBE_STARTING: 'starting (warm-up not finished)',
+    PROBE_GENERATION_TIMEOUT: 'health generation timed out (503 after the server answered healthy: busy or stuck, not starting)',
     PROBE_SERVER_ERROR: 'server error',
     PROBE_CLIENT_ERROR: 'unexpected answer',
     PROBE_REFUSED: 'connection refused (not listening yet)',
@@ -204,6 +208,7 @@ class Waiter(object):
         self.phase = state.get('phase', LAUNCHING)
         self.phases = list(state.get('phases', [{'phase': LAUNCHING, 'elapsed': 0.0}]))
         self.streak = state.get('streak', 0)
+        self.was_ready = state.get('was_ready', False)
         self.last_progress = state.get('last_progress', 0.0)
         self.last_probe = state.get('last_probe')
         self.tail = list(state.get('tail', []))
@@ -219,7 +224,7 @@ class Waiter(object):
         return round(self.elapsed_base + time.monotonic() - self._t0, 3)
 
     def export(self):
-        return {'phase': self.phase, 'phases': self.phases, 'streak': self.streak,
+        return {'phase': self.phase, 'phases': self.phases, 'streak': self.streak, 'was_ready': self.was_ready,
                 'last_progress': self.last_progress, 'last_probe': self.last_probe, 'tail': self.tail,
                 'tracebacks': self.tracebacks.export()}
 
@@ -263,6 +268,9 @@ class Waiter(object):
         del self.tail[:-max(self.log_lines, FATAL_CONTEXT)]
 
     def _handle_probe(self, probe):
+        if probe['kind'] == PROBE_STARTING and self.was_ready:
+            probe = dict(probe, kind=PROBE_GENERATION_TIMEOUT)
+        self.was_ready = self.was_ready or probe['kind'] == PROBE_READY
         previous = self.last_probe
         self.last_probe = {'kind': probe['kind'], 'status': probe['status'], 'detail': probe['detail']}
         if previous is None or previous['kind'] != probe['kind'] or previous['status'] != probe['status']:

@@ -83,6 +83,22 @@ def test_waiter_ready_after_warmup_503s(server):
     assert 0.35 < waiter.elapsed() < 1.5
 
 
+def test_a_503_after_a_healthy_answer_is_a_health_generation_timeout_not_starting(server):
+    answers = iter([503, 200])  # warm-up, healthy, then 503 for good
+
+    def after_ready(method, body):
+        return next(answers, 503), b''
+    server.routes['/health'] = after_ready
+    waiter = make_waiter(server, success_threshold=2, timeout=1.5)
+    assert waiter.run(10) == wait.STATUS_TIMEOUT
+    assert waiter.last_probe['kind'] == wait.PROBE_GENERATION_TIMEOUT
+    assert wait.describe_probe(waiter.last_probe).startswith('HTTP 503, health generation timed out')
+    # Carried to the next slice: a 503 there is still not "starting".
+    again = make_waiter(server, success_threshold=2, timeout=0.5, state=waiter.export())
+    again.run(10)
+    assert again.last_probe['kind'] == wait.PROBE_GENERATION_TIMEOUT
+
+
 @pytest.mark.parametrize('threshold, status', [(1, wait.STATUS_READY), (2, wait.STATUS_TIMEOUT)])
 def test_waiter_success_threshold_against_a_flapping_server(server, threshold, status):
     flips = {'n': 0}

@@ -1,44 +1,78 @@
-"""A multi-node replica group on the test fleet: ns1 (rank 0) and ns2 (rank 1) serve one replica
-with the SGLang simulator (a real TCP rendezvous at --dist-init-addr, see tests/sim/README.md).
+"""Two multi-node replica groups on a fleet of four namespace hosts of this module's own: ns1
+(rank 0) and ns2 (rank 1) serve one replica, ns3 and ns4 another, with the SGLang simulator (a real
+TCP rendezvous at --dist-init-addr, see tests/sim/README.md).
 
-Shows: deploy.yml brings the group up (rank 0 ready and smoke-tested, rank 1 serving only the dummy
-/health; both argvs with their --node-rank, the same --dist-init-addr and the group's --tp-size);
-a rerun changes nothing and keeps both PIDs; a change on rank 1 only restarts both ranks; rank 1
-failing to start fails the group with rank 1's error, well before the health timeout (with
-failures allowed, rank 0 fails naming rank 1); rank 1 killed after ready: the next deploy
-restarts the whole group; stop.yml
-leaves no process on either host.
+Shows: deploy.yml brings both groups up (rank 0 ready and smoke-tested, rank 1 serving only the
+dummy /health; every argv with its --node-rank, its group's --dist-init-addr and --tp-size); a
+rerun changes nothing and keeps every PID; in batches of one group, a depth change of one group
+restarts both its ranks and leaves the other group alone; a change on rank 1 only restarts both
+ranks; rank 1 failing to start fails the group with rank 1's error, well before the health timeout
+(with failures allowed, rank 0 fails naming rank 1); rank 1 killed after ready: status.yml shows
+the group broken, and the next deploy restarts the whole group; an unreachable rank fails the group
+before anything starts; stop.yml limited to one rank leaves no process on any rank of its group and
+the other group running.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 
 import pytest
 
-from test_deploy import deploy_vars
+import fleet as fleet_lib  # tests/integration/fleet.py
+from status_output import status_table
+from test_deploy import deploy_vars, summary_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
 GROUP = ['ns1', 'ns2']
+OTHER_GROUP = ['ns3', 'ns4']
+BOTH = GROUP + OTHER_GROUP
 HEALTH_TIMEOUT = 120
-# The group's inventory: rank 0 first. Host-level variables below change one rank only.
-GROUP_INVENTORY = '''kimi_tp16:
-  hosts:
-    ns1:
-    ns2:
-  vars:
-    sglang_server_group_hosts: [ns1, ns2]
+# The groups' inventory: rank 0 first. Host-level variables below change one rank only.
+GROUP_INVENTORY = '''multinode:
+  children:
+    kimi_tp16:
+      hosts:
+        ns1:
+        ns2:
+      vars:
+        sglang_server_group_hosts: [ns1, ns2]
+    kimi_tp16_b:
+      hosts:
+        ns3:
+        ns4:
+      vars:
+        sglang_server_group_hosts: [ns3, ns4]
 '''
 _STATE = {}
 
 
+@pytest.fixture(scope='module')
+def fleet():
+    """This module's own fleet of four namespace hosts (two groups of two; the session fleet has
+    three), up in about 2 s, torn down after the module's tests."""
+    directory = tempfile.mkdtemp(prefix='llf-', dir='/tmp')
+    running = fleet_lib.Fleet(directory)
+    try:
+        yield running.up(ns_hosts=4, die_with_parent=True)
+    finally:
+        fleet_id = running.id
+        running.down()
+        left = fleet_lib.leftovers(fleet_id, directory) if fleet_id else []
+        shutil.rmtree(directory, ignore_errors=True)
+        assert not left, 'fleet %s left behind: %s' % (fleet_id, ', '.join(left))
+
+
 def group_vars(port, **overrides):
-    """deploy_vars (test_deploy) for the group kimi_tp16: no API key, TP 16 over two hosts."""
+    """deploy_vars (test_deploy) for the group kimi_tp16 (llmops_hosts multinode: both groups): no API
+    key, TP 16 over two hosts."""
     settings = dict(
-        llmops_hosts='kimi_tp16', sglang_server_api_key='', sglang_server_speculative_depth=4,
+        llmops_hosts='kimi_tp16', llmops_serial=2, sglang_server_api_key='', sglang_server_speculative_depth=4,
         sglang_server_served_model_name='tiny-group', sglang_server_tp_size=16, sglang_server_dist_init_port=port,
         sglang_server_dist_timeout=60, sglang_server_health_timeout=HEALTH_TIMEOUT,
         # A host's own llmops_test_env (inventory host_vars) is added to its server environment.
@@ -48,12 +82,12 @@ def group_vars(port, **overrides):
     return deploy_vars(**settings)
 
 
-def set_rank1_env(inventory, env):
-    """Host variables of ns2 only (rank 1)."""
+def set_rank1_vars(inventory, **variables):
+    """Host variables of ns2 only (rank 1), replacing the previous ones."""
     path = os.path.join(inventory, 'host_vars')
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, 'ns2.yml'), 'w', encoding='utf-8') as f:
-        f.write('llmops_test_env: %s\n' % json.dumps(env))
+        f.write(json.dumps(variables))
 
 
 def server_pid(fleet, host):
@@ -94,7 +128,7 @@ def free_port_on(fleet, host):
 
 @pytest.fixture
 def group(fleet, run_playbook, prepare_simulator, request, tmp_path_factory):
-    """The group deployed once (the tests below build on its state in order):
+    """Both groups deployed once (the tests below build on its state in order):
     ``(fleet, inventory, port, first deploy result)``."""
     if 'group' not in _STATE:
         request.getfixturevalue('clean_fleet')
@@ -103,23 +137,25 @@ def group(fleet, run_playbook, prepare_simulator, request, tmp_path_factory):
             (inventory / 'fleet.yml').write_text(f.read())
         (inventory / 'group.yml').write_text(GROUP_INVENTORY)
         port = free_port_on(fleet, 'ns1')
-        prepare_simulator(inventory=str(inventory), extra_vars=group_vars(port))
-        first = run_playbook('playbooks/deploy.yml', inventory=str(inventory), extra_vars=group_vars(port),
-                             expect_rc=0, timeout=600)
+        prepare_simulator(inventory=str(inventory), extra_vars=group_vars(port, llmops_hosts='multinode'))
+        first = run_playbook('playbooks/deploy.yml', inventory=str(inventory),
+                             extra_vars=group_vars(port, llmops_hosts='multinode'), expect_rc=0, timeout=600)
         _STATE['group'] = (fleet, str(inventory), port, first)
     return _STATE['group']
 
 
-def test_group_deploys_with_one_rendezvous_and_rank0_serving(group):
+def test_groups_deploy_with_one_rendezvous_each_and_rank0_serving(group):
     fleet, dummy, port, result = group
-    assert all(result.recap[host]['failed'] == 0 for host in GROUP)
-    text = ' '.join(result.stdout.split())
-    assert 'ns1: ready (start, process' in text and 'accept length' in text
-    addr = '%s:%d' % (fleet.hosts['ns1']['address'], port)
-    for rank, host in enumerate(GROUP):
-        argv = argv_of(fleet, host)
-        assert (flag(argv, '--nnodes'), flag(argv, '--node-rank'), flag(argv, '--dist-init-addr'),
-                flag(argv, '--tp-size'), flag(argv, '--dist-timeout')) == ('2', str(rank), addr, '16', '60')
+    assert all(result.recap[host]['failed'] == 0 for host in BOTH)
+    rows = summary_rows(result)
+    for rank0 in ('ns1', 'ns3'):
+        assert rows[rank0][1:3] == ['ready', 'start'] and float(rows[rank0][6]) > 1, rows
+    for hosts in (GROUP, OTHER_GROUP):
+        addr = '%s:%d' % (fleet.hosts[hosts[0]]['address'], port)
+        for rank, host in enumerate(hosts):
+            argv = argv_of(fleet, host)
+            assert (flag(argv, '--nnodes'), flag(argv, '--node-rank'), flag(argv, '--dist-init-addr'),
+                    flag(argv, '--tp-size'), flag(argv, '--dist-timeout')) == ('2', str(rank), addr, '16', '60')
     # rank 0 serves the API and passed the smoke; rank 1 only the dummy health
     log0 = fleet.ssh('ns1', 'cat /var/log/llmops/sglang-main.log').stdout
     assert 'The server is fired up and ready to roll!' in log0 and '"POST /generate HTTP/1.1" 200' in log0
@@ -129,30 +165,51 @@ def test_group_deploys_with_one_rendezvous_and_rank0_serving(group):
     assert sum('sglang::scheduler_TP' in line for line in server_processes(fleet, 'ns2')) == 8
 
 
-def test_rerun_changes_nothing_and_keeps_both_pids(group, run_playbook):
+def test_rerun_changes_nothing_and_keeps_every_pid(group, run_playbook):
     fleet, inventory, port, dummy = group
-    before = {host: server_pid(fleet, host) for host in GROUP}
-    result = run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=group_vars(port), expect_rc=0)
-    assert {host: result.changed(host) for host in GROUP} == {'ns1': 0, 'ns2': 0}
-    assert {host: server_pid(fleet, host) for host in GROUP} == before
+    before = {host: server_pid(fleet, host) for host in BOTH}
+    result = run_playbook('playbooks/deploy.yml', inventory=inventory,
+                          extra_vars=group_vars(port, llmops_hosts='multinode'), expect_rc=0)
+    assert {host: result.changed(host) for host in BOTH} == {host: 0 for host in BOTH}
+    assert {host: server_pid(fleet, host) for host in BOTH} == before
+
+
+def test_depth_change_restarts_both_ranks_of_its_group_and_leaves_the_other_alone(group, run_playbook):
+    """In batches of one group (llmops_serial 2): ns1, ns2 first, unchanged; then ns3, ns4 at depth 6."""
+    fleet, inventory, port, dummy = group
+    before = {host: server_pid(fleet, host) for host in BOTH}
+    depth = "{{ 6 if inventory_hostname in %s else 4 }}" % OTHER_GROUP
+    result = run_playbook('playbooks/deploy.yml', inventory=inventory, timeout=600, expect_rc=0,
+                          extra_vars=group_vars(port, llmops_hosts='multinode', sglang_server_speculative_depth=depth))
+    after = {host: server_pid(fleet, host) for host in BOTH}
+    assert all(after[host] != before[host] for host in OTHER_GROUP), (before, after)
+    assert {host: after[host] for host in GROUP} == {host: before[host] for host in GROUP}
+    assert all(result.changed(host) == 0 for host in GROUP), result.stdout[-3000:]
+    assert result.stdout.count('PLAY [Deploy SGLang servers') == 2  # one per batch
+    rows = summary_rows(result)
+    assert [rows[host][1:3] for host in OTHER_GROUP] == [['ready', 'restart'], ['ready', 'restart']], rows
+    for host in OTHER_GROUP:
+        argv = argv_of(fleet, host)
+        assert (flag(argv, '--speculative-num-steps'), flag(argv, '--speculative-num-draft-tokens')) == ('5', '6')
+    assert flag(argv_of(fleet, 'ns2'), '--speculative-num-steps') == '3'
 
 
 def test_a_change_on_rank1_only_restarts_the_whole_group(group, run_playbook):
     fleet, inventory, port, dummy = group
     before = {host: server_pid(fleet, host) for host in GROUP}
-    set_rank1_env(inventory, {'LLMOPS_TEST_MARK': 'changed'})
+    set_rank1_vars(inventory, llmops_test_env={'LLMOPS_TEST_MARK': 'changed'})
     result = run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=group_vars(port), expect_rc=0,
                           timeout=600)
     after = {host: server_pid(fleet, host) for host in GROUP}
     assert all(after[host] != before[host] for host in GROUP), (before, after)
-    text = ' '.join(result.stdout.split())
-    assert 'ns1: ready (restart, process' in text and 'ns2: ready (restart, process' in text
+    rows = summary_rows(result)
+    assert rows['ns1'][1:3] == ['ready', 'restart'] and rows['ns2'][1:3] == ['ready', 'restart'], rows
     assert status_code(fleet, 'ns1', '/v1/models') == 200
 
 
 def test_rank1_failing_to_start_fails_the_group_with_its_error(group, run_playbook):
     fleet, inventory, port, dummy = group
-    set_rank1_env(inventory, {'SGLANG_SIM_FAULT': 'crash:load'})
+    set_rank1_vars(inventory, llmops_test_env={'SGLANG_SIM_FAULT': 'crash:load'})
     began = time.monotonic()
     result = run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=group_vars(port), expect_rc=2,
                           timeout=600)
@@ -162,14 +219,15 @@ def test_rank1_failing_to_start_fails_the_group_with_its_error(group, run_playbo
     assert 'RuntimeError: simulated crash during load (SGLANG_SIM_FAULT=crash:load)' in text
     # rank 0 goes no further: the rollout stops (llmops_max_fail_percentage 0) or, where failures
     # are allowed, rank 0 fails naming the rank that failed
-    assert 'ns1: ready' not in text and 'Wait until the server is healthy' not in text
+    assert 'Wait until the server is healthy' not in text
+    assert 'TASK [Show state, ready time' not in result.stdout or summary_rows(result)['ns1'][1] != 'ready'
     # rank 0 did not wait for its health timeout
     assert elapsed < HEALTH_TIMEOUT / 2, elapsed
 
 
 def test_with_failures_allowed_rank0_fails_naming_the_failed_rank(group, run_playbook):
     fleet, inventory, port, dummy = group
-    set_rank1_env(inventory, {'SGLANG_SIM_FAULT': 'crash:graphs'})
+    set_rank1_vars(inventory, llmops_test_env={'SGLANG_SIM_FAULT': 'crash:graphs'})
     result = run_playbook('playbooks/deploy.yml', inventory=inventory,
                           extra_vars=group_vars(port, llmops_max_fail_percentage=100), expect_rc=2, timeout=600)
     assert result.recap['ns2']['failed'] == 1 and result.recap['ns1']['failed'] == 1
@@ -180,22 +238,60 @@ def test_with_failures_allowed_rank0_fails_naming_the_failed_rank(group, run_pla
 
 def test_rank1_killed_after_ready_the_next_deploy_restarts_the_group(group, run_playbook):
     fleet, inventory, port, dummy = group
-    set_rank1_env(inventory, {})
+    set_rank1_vars(inventory)
     run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=group_vars(port), expect_rc=0, timeout=600)
     before = {host: server_pid(fleet, host) for host in GROUP}
     fleet.ssh('ns2', 'kill -9 -- -%d' % before['ns2'])
+    # rank 0 keeps running but cannot serve (its /health answers 503): the group is broken
+    table = status_table(run_playbook('playbooks/status.yml', inventory=inventory, extra_vars=group_vars(port),
+                                      expect_rc=0).stdout)
+    assert [(table[host]['running'], table[host]['healthy']) for host in GROUP] == [('yes', 'broken'), ('no', 'broken')]
+    assert table['ns1']['pid'] == str(before['ns1'])
+    assert all(table[host]['refused/why'].startswith('group ns1, ns2: ns2 not running; a deploy restarts the whole '
+                                                     'group') for host in GROUP), table
     result = run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=group_vars(port), expect_rc=0,
                           timeout=600)
-    text = ' '.join(result.stdout.split())
-    assert 'ns1: ready (restart, process' in text and 'ns2: ready (start, process' in text
+    rows = summary_rows(result)
+    assert rows['ns1'][1:3] == ['ready', 'restart'] and rows['ns2'][1:3] == ['ready', 'start'], rows
     after = {host: server_pid(fleet, host) for host in GROUP}
     assert all(after[host] != before[host] for host in GROUP), (before, after)
     assert status_code(fleet, 'ns1', '/v1/models') == 200
+    table = status_table(run_playbook('playbooks/status.yml', inventory=inventory, extra_vars=group_vars(port),
+                                      expect_rc=0).stdout)
+    assert [(table[host]['running'], table[host]['healthy'], table[host]['pid']) for host in GROUP] == \
+        [('yes', 'yes', str(after['ns1'])), ('yes', 'yes', str(after['ns2']))], table
+    assert table['ns1']['depth'] == '4' and table['ns2']['version'] == '-'
 
 
-def test_stop_leaves_no_process_on_any_rank(group, run_playbook):
+def test_an_unreachable_rank_fails_the_group_before_anything_starts(group, run_playbook):
+    """ns2 unreachable (an address of TEST-NET-1: the fleet's SSH control master is per address, so a
+    closed port alone would reuse it) while a depth change would restart the group; with failures
+    allowed, so that ns1 goes as far as it can."""
     fleet, inventory, port, dummy = group
-    assert server_processes(fleet, 'ns1')
-    run_playbook('playbooks/stop.yml', inventory=inventory, extra_vars=group_vars(port), expect_rc=0)
-    for host in GROUP:
+    before = {host: server_pid(fleet, host) for host in GROUP}
+    set_rank1_vars(inventory, ansible_host='192.0.2.1')
+    try:
+        result = run_playbook('playbooks/deploy.yml', inventory=inventory, timeout=600,
+                              extra_vars=group_vars(port, sglang_server_speculative_depth=6, llmops_max_fail_percentage=100))
+    finally:
+        set_rank1_vars(inventory)
+    assert result.rc != 0 and result.recap['ns2']['unreachable'] == 1 and result.recap['ns1']['failed'] == 1, result.recap
+    text = ' '.join(result.stdout.split())
+    assert 'multi-node group ns1, ns2: ns2 not in this batch' in text
+    assert {host: server_pid(fleet, host) for host in GROUP} == before
+    assert flag(argv_of(fleet, 'ns1'), '--speculative-num-steps') == '3'
+    assert 'Stop our previous server' not in result.stdout and 'Start the server' not in result.stdout
+
+
+def test_stop_limited_to_one_rank_stops_its_whole_group_only(group, run_playbook):
+    fleet, inventory, port, dummy = group
+    assert all(server_processes(fleet, host) for host in BOTH)
+    run_playbook('playbooks/stop.yml', inventory=inventory, limit='ns1',
+                 extra_vars=group_vars(port, llmops_hosts='multinode'), expect_rc=0)
+    assert {host: server_processes(fleet, host) == [] for host in BOTH} == \
+        {'ns1': True, 'ns2': True, 'ns3': False, 'ns4': False}
+    # limited to rank 1: rank 0, outside the play, is stopped from it
+    run_playbook('playbooks/stop.yml', inventory=inventory, limit='ns4',
+                 extra_vars=group_vars(port, llmops_hosts='multinode'), expect_rc=0)
+    for host in BOTH:
         assert server_processes(fleet, host) == [], host

@@ -18,35 +18,19 @@ Needs the installed collection (``make collection``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from local_playbook import free_port, playbook  # noqa: E402  (tests/perf/local_playbook.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
-BIN = os.path.dirname(sys.executable)
 MESSAGE = re.compile(r'serving the last good configuration again ([\d.]+) s after the failure \(its own start: '
                      r'([\d.]+) s\)')
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
-def playbook(name, inventory, extra):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, 'ansible.cfg'),
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, '.collections'), ANSIBLE_NOCOLOR='1')
-    with tempfile.NamedTemporaryFile('w', suffix='.json') as handle:
-        json.dump(extra, handle)
-        handle.flush()
-        return subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', inventory, os.path.join(ROOT, name),
-                               '-e', '@' + handle.name], env=env, capture_output=True, text=True, check=False)
 
 
 def main():

@@ -27,31 +27,16 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from local_playbook import free_port, playbook  # noqa: E402  (tests/perf/local_playbook.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
 LOCAL = os.path.join(ROOT, 'inventories', 'local')
-BIN = os.path.dirname(sys.executable)
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
-def playbook(name, extra):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, 'ansible.cfg'),
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, '.collections'), ANSIBLE_NOCOLOR='1')
-    with tempfile.NamedTemporaryFile('w', suffix='.json') as handle:
-        json.dump(extra, handle)
-        handle.flush()
-        return subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', LOCAL, os.path.join(ROOT, name),
-                               '-e', '@' + handle.name], env=env, capture_output=True, text=True, check=False)
 
 
 def ints(text):
@@ -84,14 +69,14 @@ def main():
             'spec_sweep_output_len': args.output_len, 'spec_sweep_warmup_requests': 2,
             'spec_sweep_rounds': args.rounds,
         }
-        prepared = playbook('tests/sim/prepare_host.yml', extra)
+        prepared = playbook('tests/sim/prepare_host.yml', LOCAL, extra)
         if prepared.returncode != 0:
             sys.exit('preparing the simulator failed:\n' + prepared.stdout[-3000:])
         figures, verdicts = {}, []
         try:
             for number in range(1, args.sweeps + 1):
                 report = os.path.join(work, 'report-%d' % number)
-                result = playbook('playbooks/benchmark.yml', dict(extra, spec_sweep_report_dir=report))
+                result = playbook('playbooks/benchmark.yml', LOCAL, dict(extra, spec_sweep_report_dir=report))
                 if result.returncode != 0:
                     sys.exit('sweep %d failed:\n%s' % (number, result.stdout[-3000:]))
                 with open(os.path.join(report, 'localhost', 'results.json'), encoding='utf-8') as handle:
@@ -104,7 +89,7 @@ def main():
             if args.keep:
                 shutil.copytree(os.path.join(report, 'localhost'), args.keep, dirs_exist_ok=True)
         finally:
-            playbook('playbooks/stop.yml', extra)
+            playbook('playbooks/stop.yml', LOCAL, extra)
     print('SGLang SIMULATOR (tests/sim test double, not GPU figures): %d sweeps, %d round(s) of %d prompts, '
           '%d output tokens' % (args.sweeps, args.rounds, args.num_prompts, args.output_len))
     print('%-10s %5s  %-48s %9s %9s %9s %7s' % ('candidate', 'conc', 'reported tok/s per sweep', 'min', 'median',

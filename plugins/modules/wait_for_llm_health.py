@@ -25,9 +25,9 @@ description:
     log lines since the previous heartbeat).
   - Health answers are told apart. Connection refused means not listening yet (imports,
     weight loading, CUDA graph capture); HTTP 503 means SGLang's warm-up request has not
-    finished, unless the server had already answered healthy: then it means SGLang's
-    1-token health generation timed out (busy or stuck, not starting); other 5xx, other answers (wrong O(health_path) or API key), timeouts and TLS
-    errors are reported as such.
+    finished, unless the server had already answered healthy, when it means that SGLang's
+    1-token health generation timed out (busy or stuck, not starting); other 5xx, other
+    answers (wrong O(health_path) or API key), timeouts and TLS errors are reported as such.
   - Startup phases are recognised from SGLang and vLLM log lines (matched loosely, since
     versions reword them) and from the health answers. Each phase is listed once, when it
     first began (SGLang initialises and loads the drafter after the target), and the

@@ -3,9 +3,10 @@
 Each namespace host ("ns1", "ns2", ...) is a network namespace with a veth to a bridge on a
 private subnet (10.211.N.0/24) and a process tree started as
 ``ip netns exec NS unshare --mount --uts --pid --fork --mount-proc --kill-child`` with private
-tmpfs on /run, /opt, /srv, /var/log, /var/lib/llmops, /root, an overlay on /etc (own hostname, own SSH host key)
-and its own sshd (key auth only). The systemd host ("sd1") is ``systemd-nspawn -b`` on an overlay
-of / in its own network namespace, with sshd enabled. The host filesystem (the repository, its
+tmpfs on /run, /opt, /srv, /var/log, /var/lib/llmops, /root, an overlay on /etc (own hostname,
+own SSH host key) with an empty /etc/llmops, and its own sshd (key auth only). The systemd host
+("sd1") is ``systemd-nspawn -b`` on an overlay of / (empty /etc/llmops and /var/lib/llmops) in
+its own network namespace, with sshd enabled. The host filesystem (the repository, its
 virtualenv, /usr/bin/python3) stays visible everywhere.
 
 Command line::
@@ -80,6 +81,7 @@ set -eu
 for d in {ns_dirs}; do mkdir -p "$d"; mount -t tmpfs -o mode=0755 "llf{fid}-{name}" "$d"; done
 chmod 0700 /root
 mount -t overlay "llf{fid}-{name}-etc" -o lowerdir=/etc,upperdir={hdir}/etc-upper,workdir={hdir}/etc-work /etc
+mkdir -p /etc/llmops; mount -t tmpfs -o mode=0755 "llf{fid}-{name}-etc-llmops" /etc/llmops
 hostname {name}
 mkdir -p /run/sshd /run/lock /root/.ssh
 chmod 1777 /run/lock
@@ -419,6 +421,10 @@ class Fleet:
                            # nspawn gives the container its own /tmp: a checkout under /tmp (as
                            # CI's clone may be) must be bound in to stay visible there.
                            '--bind=' + REPO_ROOT,
+                           # what the collection writes on a host starts empty, as on a fresh host
+                           # (the overlay of / would show this machine's: a demo's server, its
+                           # last good record)
+                           '--tmpfs=/etc/llmops', '--tmpfs=/var/lib/llmops',
                            '-D', os.path.join(host['dir'], 'fs', 'root'), '--boot'],
                     die_with_parent, os.path.join(host['dir'], 'console.log'))
 

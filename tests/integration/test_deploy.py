@@ -50,6 +50,8 @@ def deploy_vars(**overrides):
         'gpu_preflight_nvidia_smi_path': os.path.join(SIM, 'nvidia-smi'),
         'gpu_preflight_environment': {'NVSIM_STATE_DIR': '/run/llmops-nvsim'},
         'gpu_preflight_wait_timeout': 20,
+        # The simulator is this checkout: a unit's private /tmp would hide a checkout under /tmp.
+        'sglang_server_private_tmp': not ROOT.startswith('/tmp/'),
     }
     base.update(overrides)
     return base

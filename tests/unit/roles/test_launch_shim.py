@@ -81,6 +81,22 @@ def test_without_a_key_the_output_is_untouched(shim, tmp_path):
     assert "api_key='plain'" in log and 'child plain' in log
 
 
+def test_with_a_key_a_crash_at_import_is_in_the_log_when_the_server_has_exited(shim, tmp_path):
+    """The log filter outlives the server: the server waits for it at exit, so the traceback is
+    written before the server's process ends (systemd kills what is left of the unit then)."""
+    (tmp_path / 'crashing_server.py').write_text('print("loading", flush=True)\nraise RuntimeError("boom at import")\n')
+    key_file = tmp_path / 'server.key'
+    key_file.write_text(KEY + '\n')
+    log = tmp_path / 'server.log'
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), **{KEY_ENV: str(key_file)})
+    with open(log, 'wb') as out:
+        proc = subprocess.run([sys.executable, str(shim), 'crashing_server'], stdout=out, stderr=subprocess.STDOUT,
+                              env=env, check=False, timeout=60)
+    assert proc.returncode == 1
+    text = log.read_text()
+    assert 'loading' in text and 'RuntimeError: boom at import' in text, text
+
+
 def test_a_key_file_that_does_not_exist_means_no_key(shim, tmp_path):
     """The role always names the key file (a rollback must not decide whether there is a key)
     and removes it for a server without one: no file, no --api-key, nothing filtered."""

@@ -236,7 +236,10 @@ def engine_setup(tmp_path, host_vars=None):
 def test_vllm_depth_sweep_through_the_playbook(run_playbook, tmp_path):
     # What the sweep varies per candidate must not be an extra var (those win over the
     # candidate's value; the role refuses them): the drafter goes into the inventory.
-    setup = engine_setup(tmp_path, {'sglang_server_speculative_draft_model_path': 'GOOD'})
+    # Depth 4 is also the host's deployed depth and the last candidate: putting the host back on
+    # its deployed configuration after the sweep restarts nothing (one vLLM start fewer).
+    setup = engine_setup(tmp_path, {'sglang_server_speculative_draft_model_path': 'GOOD',
+                                    'sglang_server_speculative_depth': 4})
     nvsim = tmp_path / 'nvsim'
     subprocess.run([sys.executable, os.path.join(SIM, 'nvsim.py'), 'init', '--count', '1'], check=True,
                    capture_output=True, env=dict(os.environ, NVSIM_STATE_DIR=str(nvsim)))
@@ -259,7 +262,7 @@ def test_vllm_depth_sweep_through_the_playbook(run_playbook, tmp_path):
         # No GPUs for the CPU engine: the preflight looks at one simulated idle GPU.
         'gpu_preflight_nvidia_smi_path': os.path.join(SIM, 'nvidia-smi'),
         'gpu_preflight_environment': {'NVSIM_STATE_DIR': str(nvsim)},
-        'spec_sweep_depths': [4, 2],
+        'spec_sweep_depths': [2, 4],
         'spec_sweep_concurrency': [1, 4],
         'spec_sweep_num_prompts': 8,
         'spec_sweep_input_len': 16,
@@ -269,15 +272,15 @@ def test_vllm_depth_sweep_through_the_playbook(run_playbook, tmp_path):
         'spec_sweep_report_dir': str(tmp_path / 'report'),
     }
     try:
-        result = run_playbook('playbooks/benchmark.yml', inventory=setup['inventory'], extra_vars=extra)
+        result = run_playbook('playbooks/benchmark.yml', inventory=setup['inventory'], extra_vars=extra, timeout=1800)
         assert result.rc == 0, result.stdout[-6000:]
     finally:
         run_playbook('playbooks/stop.yml', inventory=setup['inventory'], extra_vars=extra, expect_rc=0)
     folder = tmp_path / 'report' / 'localhost'
     results = json.loads((folder / 'results.json').read_text())
     print((folder / 'report.md').read_text())
-    assert {c['name']: c['error'] for c in results['candidates']} == {'baseline': None, 'depth 4': None,
-                                                                      'depth 2': None}
+    assert {c['name']: c['error'] for c in results['candidates']} == {'baseline': None, 'depth 2': None,
+                                                                      'depth 4': None}
     assert results['settings']['api'] == 'completions' and results['settings']['engine'] == 'vllm'
     by_name = {c['name']: c for c in results['candidates']}
     for name, depth in (('depth 4', 4), ('depth 2', 2)):
@@ -296,4 +299,5 @@ def test_vllm_depth_sweep_through_the_playbook(run_playbook, tmp_path):
             assert run['ttft_ms']['p50'] <= run['e2e_ms']['p50']
     assert all(run['accept_length'] is None for run in by_name['baseline']['runs'])
     assert results['best']['name'] in by_name
+    assert results['restored'] == {'state': 'ready', 'depth': 4, 'reason': None}
     assert (folder / 'chart.svg').exists() and (folder / 'report.md').exists()

@@ -246,6 +246,8 @@ def test_vllm_depth_sweep_through_the_playbook(run_playbook, tmp_path):
     extra = {
         'sglang_server_engine': 'vllm',
         'sglang_server_python': ENGINE_PYTHON,
+        # The models and the server's files live in this test's temporary folder (root's).
+        'sglang_server_user': '',
         'sglang_server_launcher': 'process',
         'sglang_server_name': 'vllm-sweep',
         'sglang_server_model_path': str(setup['target']),

@@ -352,6 +352,8 @@ def vllm_server_vars(out, manifest, drafter, state, port, name):
     return {
         'sglang_server_engine': 'vllm',
         'sglang_server_python': os.path.join(ENGINE_VENV, 'bin', 'python'),
+        # The models and the server's files live in this test's temporary folders (root's).
+        'sglang_server_user': '',
         'sglang_server_launcher': 'process',
         'sglang_server_name': name,
         'sglang_server_model_path': os.path.join(out, manifest['target']['path']),

@@ -52,6 +52,7 @@ def main():
                          '      ansible_python_interpreter: %s\n' % sys.executable)
         extra = {
             'sglang_server_python': sys.executable, 'sglang_server_launcher': 'process', 'sglang_server_name': 'rbtime',
+            'sglang_server_user': '',  # the server's files are in this script's private temporary folder
             'sglang_server_port': free_port(), 'sglang_server_tp_size': 1,
             'sglang_server_model_path': os.path.join(checkpoints, 'target'),
             'sglang_server_speculative_draft_model_path': os.path.join(checkpoints, 'drafter'),

@@ -114,7 +114,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import _procs
-from ansible_collections.llmops.serving.plugins.module_utils._startup_log import redact
+from ansible_collections.llmops.serving.plugins.module_utils._startup_log import TracebackTracker, fold_line, redact
 
 
 ARGUMENT_SPEC = dict(
@@ -177,14 +177,30 @@ def stop(module, path):
 
 
 def tail(path, lines=20):
-    """The last lines of the log, API keys masked (SGLang prints its server_args with the key)."""
+    """The last lines of the log, API keys masked (SGLang prints its server_args with the key)
+    and long lines folded."""
     try:
         with open(path, 'rb') as handle:
             handle.seek(0, os.SEEK_END)
-            handle.seek(max(handle.tell() - 8192, 0))
-            return '\n'.join(redact(line) for line in handle.read().decode('utf-8', 'replace').splitlines()[-lines:])
+            handle.seek(max(handle.tell() - 65536, 0))
+            text = handle.read().decode('utf-8', 'replace')
     except (IOError, OSError):
         return ''
+    return '\n'.join(fold_line(redact(line)) for line in text.splitlines()[-lines:])
+
+
+def root_cause(path):
+    """The exception line that ended the first traceback of the log's end, or None."""
+    tracker = TracebackTracker()
+    for line in tail(path, lines=400).splitlines():
+        tracker.feed(line)
+    return tracker.exceptions[0] if tracker.exceptions else None
+
+
+def exited_message(name, status, log_path):
+    cause = root_cause(log_path)
+    return '%sserver %s exited with status %d right after start; end of %s:\n%s' % (
+        'root cause: %s\n' % cause if cause else '', name, status, log_path, tail(log_path))
 
 
 def spawn(command, log_path, chdir):
@@ -234,9 +250,7 @@ def start(module):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             os.unlink(params['pidfile'])
-            module.fail_json(msg='server %s exited with status %d right after start; end of %s:\n%s'
-                             % (params['name'], os.waitstatus_to_exitcode(status), params['log_path'],
-                                tail(params['log_path'])))
+            module.fail_json(msg=exited_message(params['name'], os.waitstatus_to_exitcode(status), params['log_path']))
         time.sleep(0.05)
     return info.pid
 

@@ -308,7 +308,8 @@ def test_fault_in_first_batch_stops_rollout(fault, reason, deployed, run_playboo
     # the row gives the root cause (wait_for_llm_health's first line), not the traceback's start
     row_reason = 'RuntimeError: simulated crash during load' if fault == 'crash' else reason
     assert rows['ns1'][1] in ('failed', 'rolled_back') and row_reason in rows['ns1'][7], rows
-    assert rows['ns2'][1:3] == ['ready', 'restart'] and rows['ns2'][5] == '5', rows
+    # ns2 restarts at depth 5 in the first of these runs and has nothing to change in the next ones
+    assert rows['ns2'][1] == 'ready' and rows['ns2'][2] in ('restart', 'none') and rows['ns2'][5] == '5', rows
     assert rows['ns3'][1] == 'not reached', rows
 
 

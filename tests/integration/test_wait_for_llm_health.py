@@ -89,7 +89,9 @@ def test_hang_warmup_failure_flapping_health_and_systemd_exit_code(scenarios):
     assert stalled['status'] == 'stalled' and stalled['phase'] == 'cuda_graphs'
     assert 'no progress for 3 s' in stalled['msg']
     assert warmup['status'] == 'crashed'
-    assert 'Initialization failed. warmup error' in warmup['msg']
+    # The root cause leads the message; the log lines are in log_tail, not repeated in it.
+    assert warmup['msg'].startswith('root cause: AssertionError: res=<Response [500]>'), warmup['msg']
+    assert any('Initialization failed. warmup error' in line for line in warmup['log_tail']), warmup['log_tail']
     assert flap['status'] == 'timeout' and flap['last_http_status'] in (200, 503)
     assert unit['status'] == 'crashed' and unit['exit_code'] == 1
     assert 'ImportError: simulated crash during imports' in unit['msg']

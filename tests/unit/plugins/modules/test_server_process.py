@@ -94,6 +94,17 @@ def test_startup_failure_shows_the_log(capsys, paths):
     assert not os.path.exists(paths['pidfile'])
 
 
+def test_startup_failure_leads_with_the_root_cause_and_folds_long_lines(capsys, paths):
+    """SGLang's 8 KB ServerArgs line must not bury the traceback's exception."""
+    script = ('import sys; print("server_args=ServerArgs(" + "x=1, " * 2000 + ")"); '
+              'print("[2026-12-03 10:00:00] Scheduler hit an exception: Traceback (most recent call last):"); '
+              'print("  File \\"m.py\\", line 1, in load"); print("RuntimeError: simulated crash during load"); '
+              'sys.exit(1)')
+    result = run(capsys, command=[sys.executable, '-c', script], **dict(paths, startup_check=5))
+    assert result['failed'] and result['msg'].startswith('root cause: RuntimeError: simulated crash during load\n')
+    assert 'more characters folded]' in result['msg'] and len(result['msg']) < 2000
+
+
 def test_missing_command_fails_readably(capsys, paths):
     result = run(capsys, command=['/nonexistent/python'], **dict(paths, startup_check=2))
     assert result['failed'] and 'status 127' in result['msg'] and '/nonexistent/python' in result['msg']

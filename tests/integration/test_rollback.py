@@ -170,7 +170,7 @@ def test_canary_gate_rolls_back_a_slower_server_and_passes_a_neutral_change(good
     neutral = dict(base_env, LLMOPS_NEUTRAL_CHANGE='1')
     passed = run_playbook_here('playbooks/deploy.yml', limit='ns1', expect_rc=0,
                                extra_vars=rb_vars(sglang_server_env=neutral, **canary))
-    assert 'ns1: canary gate: passed; figure' in flat(passed), passed.stdout[-3000:]
+    assert 'ns1 canary gate: passed ns1 figure before (min / median / max)' in flat(passed), passed.stdout[-3000:]
 
 
 def test_a_key_added_by_a_failed_change_stays_after_the_rollback(good, run_playbook_here):

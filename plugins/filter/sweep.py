@@ -1,8 +1,9 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the spec_sweep role: which candidates to measure, which candidate is best
-(overall and per concurrency level, judged against the spread of the rounds), and the
-chart. Each filter is documented in the YAML file of its name next to this one."""
+"""Filters of the spec_sweep role: which candidates to measure, what each really runs (its
+label), which candidate is best (overall and per concurrency level, judged against the
+spread of the rounds), the ``--speculative-adaptive-config`` tier table built from the best
+per load, and the chart. Each filter is documented in the YAML file of its name next to this one."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from xml.sax.saxutils import escape
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args
+from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
 
 RANK_BY = 'geometric mean of output tokens/s over the concurrency levels'
 DEFAULT_MAX_SPREAD = 0.1
@@ -20,10 +23,21 @@ def _throughput(run):
     return run.get('output_throughput') or 0.0
 
 
+# The adaptive candidate starts where the launch rules start --speculative-adaptive without a depth.
+ADAPTIVE_START_DEPTH = _sglang_args.ADAPTIVE_DEFAULT_START_STEPS + 1
+# --speculative-adaptive-config holds one slot per batch size from 0.5.13 ({"<bs>": {"candidate_steps":
+# [...]}}; before, one flat candidate_steps list), and takes steps 0 (no drafting) from 0.5.14
+# (sglang/srt/speculative/adaptive_spec_params.py of each release, tests/releases/fixtures).
+ADAPTIVE_TIERS_SINCE = (0, 5, 13)
+ADAPTIVE_ZERO_STEPS_SINCE = (0, 5, 14)
+TIERS_NAME = 'adaptive tiers'
+
+
 def sweep_candidates(depths, baseline=True, adaptive=False, engine='sglang'):
     """One entry ``{name, depth, adaptive}`` per server configuration to measure, in order:
     the baseline (depth None: no speculative decoding), each depth, then SGLang's adaptive
-    mode at the largest depth (SGLang only)."""
+    mode with its default candidates, starting at depth 8 as the launch rules start it
+    (SGLang only; it needs a drafter, so at least one depth)."""
     try:
         depths = [int(depth) for depth in depths or []]
     except (TypeError, ValueError):
@@ -33,7 +47,107 @@ def sweep_candidates(depths, baseline=True, adaptive=False, engine='sglang'):
     if boolean(adaptive) and engine == 'sglang':
         if not depths:
             raise AnsibleFilterError('sweep_candidates: the adaptive candidate needs at least one depth')
-        out.append({'name': 'adaptive', 'depth': max(depths), 'adaptive': True})
+        out.append({'name': 'adaptive', 'depth': ADAPTIVE_START_DEPTH, 'adaptive': True})
+    return out
+
+
+def _tiers_text(tiers):
+    return '{%s}' % ', '.join('%d:[%s]' % (int(size), ','.join(str(step) for step in steps))
+                              for size, steps in sorted(tiers.items(), key=lambda item: int(item[0])))
+
+
+def sweep_label(candidate, version=None):
+    """What a candidate really runs: its name, or for an adaptive one its candidate steps per
+    batch-size tier (``adaptive {1:[1,3,7], 8:[0,1,3], 32:[0,1], 64:[0]}`` for SGLang 0.5.15's
+    defaults; the candidate's own ``tiers`` for a tier table)."""
+    if not boolean(candidate.get('adaptive', False)):
+        return candidate['name']
+    tiers = candidate.get('tiers')
+    if not tiers:
+        try:
+            plan = _sglang_args.adaptive_plan(version, int(candidate.get('depth') or ADAPTIVE_START_DEPTH) - 1)
+        except (_sglang_args.LaunchArgsError, ValueError) as exc:
+            return 'adaptive (%s)' % exc
+        if plan['slots'] is None:
+            return 'adaptive (candidate steps per batch size depend on the SGLang version, unknown here)'
+        tiers = {slot['batch_size']: slot['candidate_steps'] for slot in plan['slots']}
+    return 'adaptive %s' % _tiers_text(tiers)
+
+
+def _engine_version(results):
+    for cand in results:
+        version = (cand.get('server_args') or {}).get('version') or (cand.get('launch') or {}).get('version')
+        if version:
+            return version
+    return None
+
+
+def _fixed_ranked(results, level, speculative_only=False):
+    """(name, depth, median tok/s) of the successful non-adaptive candidates at ``level``, fastest first."""
+    out = []
+    for cand in results:
+        if cand.get('error') is not None or boolean(cand.get('adaptive', False)):
+            continue
+        if speculative_only and cand.get('depth') is None:
+            continue
+        for run in cand.get('runs') or []:
+            if run.get('concurrency') == level and _throughput(run) > 0:
+                out.append((cand['name'], cand.get('depth'), _throughput(run)))
+    return sorted(out, key=lambda item: -item[2])
+
+
+def sweep_adaptive_tiers(results, concurrency, version=None):
+    """The ``--speculative-adaptive-config`` tier table built from the best fixed candidate
+    (baseline or a depth; adaptive candidates are left out) per concurrency level: one slot per
+    level, keyed by the level (a slot serves the batch sizes from its key up to the next one;
+    smaller batches go to the first), holding the one candidate step of that level's best
+    (depth D: steps D - 1; the baseline: steps 0, no drafting). Returns ``{'candidate',
+    'config', 'tiers', 'picked', 'why'}``: ``candidate`` (``{name: 'adaptive tiers', depth,
+    adaptive: true, tiers}``, the depth being where it starts: the steps of the lowest level
+    that drafts, + 1) and ``config`` (the file's content) are None when no table is worth
+    measuring, and ``why`` says why."""
+    results = [cand for cand in results or [] if cand.get('name') != TIERS_NAME]
+    version = version or _engine_version(results)
+    out = {'candidate': None, 'config': None, 'tiers': None, 'picked': None, 'why': None}
+    try:
+        parsed = parse_version(version)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        out['why'] = 'the SGLang version is unknown, so the format of its --speculative-adaptive-config is too'
+        return out
+    if parsed < ADAPTIVE_TIERS_SINCE:
+        out['why'] = ('SGLang %s reads one candidate_steps list from --speculative-adaptive-config, no tier per '
+                      'batch size (from 0.5.13 on)' % version)
+        return out
+    tiers, picked, notes = {}, {}, []
+    for level in concurrency:
+        level = int(level)
+        ranked = _fixed_ranked(results, level)
+        if ranked and ranked[0][1] is None and parsed < ADAPTIVE_ZERO_STEPS_SINCE:
+            notes.append('at concurrency %d the baseline was fastest, but SGLang %s takes no steps 0 in a tier: '
+                         'the fastest depth instead' % (level, version))
+            ranked = _fixed_ranked(results, level, speculative_only=True)
+        if not ranked:
+            out['why'] = 'no baseline or depth candidate completed at concurrency %d' % level
+            return out
+        name, depth, _value = ranked[0]
+        picked[str(level)] = name
+        tiers[level] = 0 if depth is None else int(depth) - 1
+    out['picked'] = picked
+    out['tiers'] = {str(level): [steps] for level, steps in sorted(tiers.items())}
+    drafting = [steps for _level, steps in sorted(tiers.items()) if steps > 0]
+    if not drafting:
+        out['why'] = 'the baseline was fastest at every concurrency level: no speculative decoding to tier'
+    elif len(set(tiers.values())) == 1:
+        out['why'] = ('%s was fastest at every concurrency level: a tier table would run just that, already '
+                      'measured' % picked[str(sorted(tiers)[0])])
+    else:
+        out['config'] = {str(level): {'candidate_steps': [steps]} for level, steps in sorted(tiers.items())}
+        out['candidate'] = {'name': TIERS_NAME, 'depth': drafting[0] + 1, 'adaptive': True,
+                            'tiers': out['tiers']}
+        out['why'] = '; '.join(['per concurrency level the fastest of %s' % ', '.join(
+            '%s: %s' % (level, name) for level, name in picked.items())] + notes)
     return out
 
 
@@ -165,7 +279,8 @@ class _Panel:
 
     def x(self, depth, adaptive=False):
         if adaptive:
-            return self.left + self.w - 23
+            # the default adaptive candidate left of a tier table's, both in the adaptive slot
+            return self.left + self.w - 23 + (8 if adaptive == 'tiers' else -4 if adaptive == 'default' else 0)
         return self.left + (depth - self.xlo) / (self.xhi - self.xlo) * self.depth_w
 
     def y(self, value):
@@ -209,6 +324,13 @@ class _Panel:
         out.append('<line class="baseline" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.5" '
                    'stroke-dasharray="6,4"/>' % (self.left, y, self.left + self.w, y, color))
         out.append('<text x="%d" y="%.1f" font-size="11" fill="%s">%s</text>' % (self.left + 4, y - 4, color, escape(label)))
+
+
+def _slot(cand):
+    """Where an adaptive candidate sits in the adaptive slot: 'tiers' (a tier table), 'default' or False."""
+    if not cand.get('adaptive'):
+        return False
+    return 'tiers' if cand.get('tiers') else 'default'
 
 
 def _marker(out, shape, x, y, color, size=4.5, hollow=False, css=''):
@@ -303,7 +425,7 @@ def sweep_chart(results):
         out.append('<polyline class="throughput" data-concurrency="%s" fill="none" stroke="%s" stroke-width="2" points="%s"/>'
                    % (level, color, ' '.join('%.1f,%.1f' % p for p in line)))
         for cand, run, spread in points:
-            x = panel.x(int(cand['depth']), cand.get('adaptive'))
+            x = panel.x(int(cand['depth']), _slot(cand))
             _error_bar(out, x, panel.y(spread['min']), panel.y(spread['max']), color)
             _marker(out, 'square' if cand.get('adaptive') else 'circle', x, panel.y(spread['median']), color)
             if cand['name'] == info.get('best'):
@@ -356,7 +478,7 @@ def _summary_panels(out, specs, levels, baseline, depths, has_adaptive, top):
         for index, level in enumerate(levels):
             color, shape = COLORS[index % len(COLORS)], SHAPES[index % len(SHAPES)]
             nudge = (index - (len(levels) - 1) / 2.0) * nudge_step
-            pts = sorted(((panel.x(int(c['depth']), c.get('adaptive')) + nudge, s, c) for c, s in series.get(level, [])),
+            pts = sorted(((panel.x(int(c['depth']), _slot(c)) + nudge, s, c) for c, s in series.get(level, [])),
                          key=lambda p: p[0])
             line = [(x, panel.y(s['median'])) for x, s, c in pts if not c.get('adaptive')]
             polyline = ' '.join('%.1f,%.1f' % p for p in line)
@@ -382,6 +504,8 @@ class FilterModule:
     def filters(self):
         return {
             'sweep_candidates': sweep_candidates,
+            'sweep_label': sweep_label,
+            'sweep_adaptive_tiers': sweep_adaptive_tiers,
             'sweep_ranking': sweep_ranking,
             'sweep_chart': sweep_chart,
         }

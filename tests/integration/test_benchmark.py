@@ -8,7 +8,9 @@ depth 5, +23 % over 16). One sweep (baseline, 16, 10, 5; apply_best) must find i
 a report that agrees with results.json, show its progress in task names, say SIMULATOR
 in the report, results.json and chart, and leave the server running depth 10. A second,
 short sweep without apply_best puts the server back on its deployed depth (16, the local
-inventory's).
+inventory's). A third one over depths 16 and 5 at concurrency 1 and 32, where the model makes
+depth 16 fastest alone and depth 5 at 32, builds the adaptive tier table {1: [15], 32: [4]},
+measures it (the simulator drafts per batch-size tier) and rolls it out.
 
 Real vLLM CPU engine (tests/engines, marker ``engine``): the module's token counts equal
 the engine's own /metrics counters exactly, its acceptance length equals the counters'
@@ -83,6 +85,7 @@ def test_sweep_on_the_simulator(run_playbook, prepare_simulator, tmp_path):
         check_chart_renders_one_line_per_concurrency(sweep)
         check_best_depth_is_left_running(sweep)
         check_sweep_without_apply_best_restores_the_deployed_depth(run_playbook, dict(extra, spec_sweep_apply_best=False))
+        check_tier_table_from_the_best_per_load_is_rolled_out(run_playbook, dict(extra))
         # SGLang 0.5.15 (and the simulator) logs a deprecation for every /get_server_info.
         assert 'is deprecated' not in (tmp_path / 'log' / 'sglang-main.log').read_text()
     finally:
@@ -207,6 +210,42 @@ def check_sweep_without_apply_best_restores_the_deployed_depth(run_playbook, ext
     assert results['best']['levels']['8']['established'] is True  # the only candidate
     report = (Path(extra['spec_sweep_report_dir']) / 'localhost' / 'report.md').read_text()
     assert 'the server runs its deployed configuration again (depth 16, ready)' in report
+
+
+def check_tier_table_from_the_best_per_load_is_rolled_out(run_playbook, extra):
+    """Model at q = 0.95 (tests/sim/README.md): depth 16 beats 5 by 40 % alone, depth 5 beats 16 by
+    75 % at 32, so one round each tells them apart; the table runs each where it wins."""
+    extra.update({'spec_sweep_depths': [16, 5], 'spec_sweep_baseline': False, 'spec_sweep_concurrency': [1, 32],
+                  'spec_sweep_rounds': 1, 'spec_sweep_num_prompts': 32, 'spec_sweep_output_len': 64,
+                  'spec_sweep_warmup_requests': 0})
+    result = run_playbook('playbooks/benchmark.yml', inventory=LOCAL, extra_vars=extra)
+    assert result.rc == 0, result.stdout[-6000:]
+    folder = Path(extra['spec_sweep_report_dir']) / 'localhost'
+    results = json.loads((folder / 'results.json').read_text())
+    tiers = results['adaptive_tiers']
+    assert tiers['picked'] == {'1': 'depth 16', '32': 'depth 5'}
+    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [4]}}
+    assert json.loads(Path(tiers['file']).read_text()) == tiers['config']
+    by_name = {c['name']: c for c in results['candidates']}
+    assert list(by_name) == ['depth 16', 'depth 5', 'adaptive tiers']
+    table = by_name['adaptive tiers']
+    assert table['error'] is None and table['label'] == 'adaptive {1:[15], 32:[4]}'
+    assert table['command'][table['command'].index('--speculative-adaptive-config') + 1] == tiers['file']
+    # The server drafted per tier: alone as depth 16, at 32 as depth 5 (E(16) = 7.49, E(5) = 4.36).
+    accept = {run['concurrency']: run['accept_length'] for run in table['runs']}
+    assert accept[1] == pytest.approx(7.49, rel=0.15) and accept[32] == pytest.approx(4.36, rel=0.15)
+    # Fastest of the three by the geometric mean, rolled out and checked against what the server runs.
+    assert results['best']['name'] == 'adaptive tiers' and results['applied'] == 'adaptive tiers'
+    assert 'TASK [llmops.serving.spec_sweep : Verify the rolled-out configuration]' in result.stdout
+    assert 'serves adaptive {1:[15], 32:[4]}' in result.stdout
+    url = 'http://127.0.0.1:%d/server_info' % extra['sglang_server_port']
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        info = json.loads(resp.read())
+    assert (info['speculative_adaptive'], info['speculative_adaptive_config'], info['speculative_num_steps']) == (
+        True, tiers['file'], 15)
+    report = (folder / 'report.md').read_text()
+    assert 'measured as `adaptive tiers` from `%s`' % tiers['file'] in report
+    assert '`sglang_server_speculative_adaptive_config: %s`' % tiers['file'] in report
 
 
 # ---------------------------------------------------------------- real vLLM CPU engine

@@ -412,6 +412,32 @@ def test_middle_depth_is_fastest_at_concurrency_8(start_sim, tmp_path):
     assert throughput[10] > throughput[5] * 1.08 and throughput[10] > throughput[16] * 1.08
 
 
+def test_adaptive_tiers_draft_per_batch_size(start_sim, tmp_path):
+    """--speculative-adaptive with a tier table: batches below 32 verify 15 steps (depth 16),
+    batches of 32 and more 4 (depth 5); the acceptance shows it (README model at q = 0.95:
+    E(16) = 7.49, E(5) = 4.36). A table the release refuses stops the start as SGLang's loader does."""
+    drafter = make_drafter(str(tmp_path / 'd'), quality='0.95')
+    config = tmp_path / 'tiers.json'
+    config.write_text(json.dumps({'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [4]}}))
+    flags = ('--speculative-algorithm', 'EAGLE3', '--speculative-draft-model-path', drafter, '--speculative-num-steps',
+             '15', '--speculative-eagle-topk', '1', '--speculative-num-draft-tokens', '16', '--speculative-adaptive')
+    sim = start_sim(*(flags + ('--speculative-adaptive-config', str(config))),
+                    env={'SGLANG_SIM_SPEED': '0.2', 'SGLANG_SIM_PHASES': 'imports=0.2,load=0.2,graphs=0.2,warmup=0.2'})
+    info = sim.json('/server_info')
+    assert (info['speculative_adaptive'], info['speculative_adaptive_config']) == (True, str(config))
+    assert 'AdaptiveSpeculativeParams initialized: 1: steps 15 of [15], 32: steps 4 of [4]' in sim.log()
+    alone = sim.json('/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 256}})['meta_info']
+    batch = [r['meta_info'] for r in sim.json('/generate', {'text': ['x'] * 32, 'sampling_params': {'max_new_tokens': 256}})]
+    accept = sorted(m['spec_accept_length'] for m in batch)
+    assert alone['spec_accept_length'] > 6.5
+    assert accept[len(accept) // 2] < 5.5
+    sim.stop()
+    config.write_text(json.dumps({'steps': [1, 3]}))
+    sim = start_sim(*(flags + ('--speculative-adaptive-config', str(config))), wait=False)
+    assert sim.proc.wait(20) == -signal.SIGKILL  # a scheduler that fails to start, as in SGLang
+    assert 'ValueError: speculative_adaptive_config must contain at least one integer-string BS key' in sim.log()
+
+
 # ---------------------------------------------------------------- GPUs, processes, faults
 
 def apps():

@@ -121,8 +121,10 @@ class Request:
 
 class Engine:
     def __init__(self, speed, draft_tokens, quality, max_running, log, decode_log_interval=40, seed=0,
-                 quality_file=None):
+                 quality_file=None, adaptive=None):
         self.speed = speed
+        # --speculative-adaptive (_adaptive.Adaptive): the steps of each verify pass per batch size
+        self.adaptive = adaptive
         self.draft_tokens = draft_tokens
         self.quality = QualityFile(quality_file, quality)
         self.max_running = max_running
@@ -206,11 +208,12 @@ class Engine:
 
     def _decode(self):
         batch = list(self.running)
-        n = self.draft_tokens
+        n = self.adaptive.steps(len(batch)) + 1 if self.adaptive else self.draft_tokens
         self._sleep(step_ms(len(batch), n))
         produced = verifies = accepted_total = 0
         finished = False
         quality = self.quality.current()
+        accepted_per_req = []
         for req in batch:
             accepted = 0
             if n > 1:
@@ -224,6 +227,7 @@ class Engine:
                 req.histogram[accepted] += 1
                 verifies += 1
                 accepted_total += accepted
+            accepted_per_req.append(accepted)
             count = min(accepted + 1, req.max_new_tokens - req.output)
             produced += count
             done = req.output + count >= req.max_new_tokens
@@ -232,6 +236,8 @@ class Engine:
                 self.running.remove(req)
                 self._finish(req)
                 finished = True
+        if self.adaptive:
+            self.adaptive.update(len(batch), accepted_per_req)
         self._count_decode(batch, produced, verifies, accepted_total)
         self._overlap_tail(finished)
 

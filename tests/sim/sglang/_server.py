@@ -21,7 +21,7 @@ import warnings
 
 import nvsim
 from sglang import __version__
-from sglang import _args, _dist, _drafter, _flags, _http
+from sglang import _adaptive, _args, _dist, _drafter, _flags, _http
 from sglang._engine import Engine
 
 PHASES = ('imports', 'load', 'graphs', 'warmup')
@@ -129,6 +129,7 @@ class Server(_http.Counters):
         self.target_first = _flags.version_tuple(self.version) < TARGET_FIRST_UNTIL
         self.cutlass_walked = False
         self.group = None
+        self.adaptive = None
 
     def metrics_text(self):
         return _http.metrics_text(self)
@@ -377,6 +378,12 @@ class Server(_http.Counters):
             raise Fatal(self.drafter['crash'])
         self.log.raw(LOADING % 478.97)
         log('Load weight end. elapsed=0.01 s, type=%s, avail mem=%.2f GB, mem usage=0.00 GB.' % (self.drafter['architecture'], avail))
+        if a.get('speculative_adaptive'):
+            try:
+                self.adaptive = _adaptive.Adaptive(self.version, a['speculative_num_steps'], a['speculative_adaptive_config'])
+            except (OSError, ValueError) as exc:
+                raise Fatal('%s: %s' % (type(exc).__name__, exc))
+            log('AdaptiveSpeculativeParams initialized: %s' % self.adaptive.describe())
 
     def capture_graphs(self, avail):
         a, log = self.args, self.log
@@ -419,7 +426,7 @@ class Server(_http.Counters):
         a, log = self.args, self.log
         multi_rank = a['nnodes'] > 1 and a['node_rank'] >= 1
         self.engine = Engine(self.config.speed, self.draft_tokens, self.quality(), a['max_running_requests'] or 4096, log,
-                             a['decode_log_interval'], a['random_seed'], self.config.quality_file)
+                             a['decode_log_interval'], a['random_seed'], self.config.quality_file, self.adaptive)
         try:
             self.httpd = _http.make_server(self, a['host'], a['port'], dummy=multi_rank)
         except OSError as exc:

@@ -61,10 +61,26 @@ def test_candidates():
         {'name': 'depth 16', 'depth': 16, 'adaptive': False},
         {'name': 'depth 10', 'depth': 10, 'adaptive': False},
         {'name': 'depth 5', 'depth': 5, 'adaptive': False},
-        {'name': 'adaptive', 'depth': 16, 'adaptive': True}]
+        {'name': 'adaptive', 'depth': 8, 'adaptive': True}]
     # Adaptive is SGLang's; 'false' as a string is false, as with Jinja's | bool.
     assert [c['name'] for c in candidates([4, 2], baseline='false', adaptive=True, engine='vllm')] == ['depth 4', 'depth 2']
     assert candidates([], baseline=True) == [{'name': 'baseline', 'depth': None, 'adaptive': False}]
+
+
+@pytest.mark.parametrize('version, label', [
+    # The release's default candidate steps per batch-size tier (tests/releases/fixtures 'adaptive').
+    ('0.5.15.post1', 'adaptive {1:[1,3,7], 8:[0,1,3], 32:[0,1], 64:[0]}'),
+    ('0.5.23', 'adaptive {1:[1,3,5,7], 8:[0,1,3], 32:[0,1], 64:[0]}'),
+    ('0.5.13.post1', 'adaptive {1:[1,3,7], 8:[1,3], 32:[1]}'),
+    ('0.5.11', 'adaptive {1:[1,3,7]}'),
+    (None, 'adaptive (candidate steps per batch size depend on the SGLang version, unknown here)'),
+])
+def test_adaptive_label_says_what_sglang_runs(version, label):
+    adaptive = FILTERS['sweep_candidates']([16, 10, 5], adaptive=True)[-1]
+    assert FILTERS['sweep_label'](adaptive, version) == label
+    assert FILTERS['sweep_label']({'name': 'depth 5', 'depth': 5, 'adaptive': False}, version) == 'depth 5'
+    tiers = {'name': 'adaptive tiers', 'depth': 16, 'adaptive': True, 'tiers': {'32': [4], '1': [15]}}
+    assert FILTERS['sweep_label'](tiers, version) == 'adaptive {1:[15], 32:[4]}'
 
 
 def test_candidates_refuse_what_cannot_be_measured():
@@ -123,9 +139,11 @@ def test_filters_give_what_the_former_jinja_gave(seed):
     assert ranking['per_concurrency'] == old(OLD_PER_CONCURRENCY, **variables)
     depths = rng.sample(range(2, 20), rng.randint(1, 4))
     baseline, adaptive, engine = rng.random() < 0.5, rng.random() < 0.5, rng.choice(['sglang', 'vllm'])
-    assert FILTERS['sweep_candidates'](depths, baseline=baseline, adaptive=adaptive, engine=engine) == old(
-        OLD_CANDIDATES, spec_sweep_depths=depths, spec_sweep_baseline=baseline, spec_sweep_adaptive=adaptive,
-        __spec_sweep_engine=engine)
+    # One intended change: the adaptive candidate's depth is where SGLang starts it (8), not the largest depth.
+    assert FILTERS['sweep_candidates'](depths, baseline=baseline, adaptive=adaptive, engine=engine) == [
+        dict(c, depth=8) if c['adaptive'] else c for c in old(
+            OLD_CANDIDATES, spec_sweep_depths=depths, spec_sweep_baseline=baseline, spec_sweep_adaptive=adaptive,
+            __spec_sweep_engine=engine)]
 
 
 # ---------------------------------------------------------------- spread of the rounds
@@ -253,3 +271,92 @@ def test_chart_keeps_overlapping_series_apart():
 def test_chart_says_simulator_only_for_the_simulator():
     assert 'SIMULATOR' in FILTERS['sweep_chart'](sweep_doc(simulator=True))
     assert 'SIMULATOR' not in FILTERS['sweep_chart'](sweep_doc(simulator=False))
+
+
+# ---------------------------------------------------------------- adaptive tier table
+
+def with_version(results, version='0.5.15.post1'):
+    results[0]['launch'] = {'version': version}
+    return results
+
+
+def simulator_sweep():
+    """The simulator's model at q = 0.95 (tests/sim/README.md): depth 16 fastest alone, depth 5 at 32."""
+    return with_version([cand('baseline', None, measured(1, 60.0, 67.0, 70.0), measured(32, 2000.0, 2025.0, 2050.0)),
+                         cand('depth 16', 16, measured(1, 370.0, 382.0, 390.0), measured(32, 3400.0, 3462.0, 3500.0)),
+                         cand('depth 5', 5, measured(1, 260.0, 272.0, 280.0), measured(32, 6000.0, 6070.0, 6100.0)),
+                         cand('adaptive', 8, measured(1, 390.0, 400.0, 410.0), measured(32, 9000.0, 9100.0, 9200.0),
+                              adaptive=True)])
+
+
+def test_tier_table_runs_the_best_depth_of_each_load():
+    tiers = FILTERS['sweep_adaptive_tiers'](simulator_sweep(), [1, 32])
+    # The adaptive candidate, fastest everywhere, is no tier: a tier holds a depth's steps.
+    assert tiers['picked'] == {'1': 'depth 16', '32': 'depth 5'}
+    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [4]}}
+    assert tiers['candidate'] == {'name': 'adaptive tiers', 'depth': 16, 'adaptive': True,
+                                  'tiers': {'1': [15], '32': [4]}}
+    assert tiers['why'] == 'per concurrency level the fastest of 1: depth 16, 32: depth 5'
+
+
+def test_tier_table_is_read_as_sglang_reads_it():
+    """The table as the release's own loader and slot routing read it (the 0.5.15.post1 source, as
+    tests/sim/sglang/_adaptive.py models it): batch 1-31 drafts 15 steps, 32 and more 4."""
+    import importlib
+    import json
+    import os
+    import sys
+    import tempfile
+    sim = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'sim')
+    sys.path.insert(0, sim)
+    try:
+        adaptive = importlib.import_module('sglang._adaptive')
+    finally:
+        sys.path.remove(sim)
+    tiers = FILTERS['sweep_adaptive_tiers'](simulator_sweep(), [1, 32])
+    with tempfile.NamedTemporaryFile('w', suffix='.json') as handle:
+        json.dump(tiers['config'], handle)
+        handle.flush()
+        slots = adaptive.Adaptive('0.5.15.post1', tiers['candidate']['depth'] - 1, handle.name)
+    assert [slots.steps(batch) for batch in (1, 8, 31, 32, 48)] == [15, 15, 15, 4, 4]
+
+
+def test_tier_table_turns_drafting_off_where_the_baseline_wins():
+    results = simulator_sweep()
+    results[0]['runs'][1] = measured(32, 7000.0, 7100.0, 7200.0)  # the baseline now fastest at 32
+    tiers = FILTERS['sweep_adaptive_tiers'](results, [1, 32])
+    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [0]}}
+    assert tiers['candidate']['depth'] == 16
+    # 0.5.13 takes no steps 0 in a tier: the fastest depth there instead.
+    tiers = FILTERS['sweep_adaptive_tiers'](with_version(results, '0.5.13.post1'), [1, 32])
+    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [4]}}
+    assert 'SGLang 0.5.13.post1 takes no steps 0 in a tier' in tiers['why']
+    # With the baseline fastest at 1 the table starts at the first level that drafts.
+    results[0]['runs'][0] = measured(1, 500.0, 510.0, 520.0)
+    results[0]['runs'][1] = measured(32, 2000.0, 2025.0, 2050.0)
+    tiers = FILTERS['sweep_adaptive_tiers'](with_version(results), [1, 32])
+    assert tiers['config'] == {'1': {'candidate_steps': [0]}, '32': {'candidate_steps': [4]}}
+    assert tiers['candidate']['depth'] == 5
+
+
+@pytest.mark.parametrize('change, levels, why', [
+    (None, [1], 'depth 16 was fastest at every concurrency level: a tier table would run just that'),
+    ('old', [1, 32], 'SGLang 0.5.12.post1 reads one candidate_steps list from --speculative-adaptive-config, no tier'),
+    ('unknown', [1, 32], 'the SGLang version is unknown'),
+    ('baseline', [1, 32], 'the baseline was fastest at every concurrency level'),
+    ('failed', [1, 32], 'no baseline or depth candidate completed at concurrency 32'),
+])
+def test_no_tier_table_where_it_would_add_nothing(change, levels, why):
+    results = simulator_sweep()
+    if change == 'old':
+        with_version(results, '0.5.12.post1')
+    elif change == 'unknown':
+        results[0].pop('launch')
+    elif change == 'baseline':
+        results[0]['runs'] = [measured(1, 900.0, 1000.0, 1100.0), measured(32, 9900.0, 10000.0, 10100.0)]
+    elif change == 'failed':
+        for result in results:
+            result['runs'] = result['runs'][:1]
+    tiers = FILTERS['sweep_adaptive_tiers'](results, levels)
+    assert (tiers['candidate'], tiers['config']) == (None, None)
+    assert why in tiers['why']

@@ -380,6 +380,32 @@ def loader_facts(root):
     return facts
 
 
+ROUTE = r'@app\.(?:get|post|put|delete|patch|api_route)\(\s*"(/[^"]*)"'
+
+
+def http_facts(root):
+    """The HTTP endpoints of the release (source facts): the paths its server routes
+    (``entrypoints/http_server.py``; ``ready`` when ``/ready`` is one), those whose handler
+    logs or answers that it is deprecated, the paths that node ranks >= 1 serve (their
+    ``launch_dummy_health_check_server``) and the path prefixes that the API key never guards
+    (``utils/auth.py``)."""
+    def read(*parts):
+        with open(os.path.join(root, 'sglang', 'srt', *parts), encoding='utf-8') as handle:
+            return handle.read()
+    server = read('entrypoints', 'http_server.py')
+    routes = sorted(set(re.findall(ROUTE, server)))
+    dummy = _function_source(read('utils', 'common.py'), 'launch_dummy_health_check_server')
+    auth = read('utils', 'auth.py')
+    return {
+        'routes': routes,
+        'ready': '/ready' in routes,
+        'deprecated_routes': sorted(set(path for paths in re.findall(r"Endpoint ((?:'/[^']*'(?: or )?)+) is deprecated", server)
+                                        for path in re.findall(r"'(/[^']*)'", paths))),
+        'rank_routes': sorted(set(re.findall(ROUTE, dummy))),
+        'auth_free_prefixes': sorted(set(re.findall(r'path\.startswith\("(/[^"]*)"\)', auth))),
+    }
+
+
 # Starting --speculative-num-steps recorded for adaptive mode: every depth the collection
 # accepts (2..32, plugins/module_utils/_sglang_args.py MAX_DEPTH) minus one.
 ADAPTIVE_START_STEPS = range(1, 32)
@@ -472,6 +498,7 @@ def extract(version, wheel=None, plugins=PLUGINS):
             'plugins': list(plugins),
             'options': [describe_action(a, own) for a in parser._actions],  # pylint: disable=protected-access
             'loader': loader_facts(root),
+            'http': http_facts(root),
             # what the parser needed stubbed (before the adaptive module pulls in more)
             'stubbed_packages': sorted(finder.stubbed),
             'stubbed_sglang_modules': sorted(_ForgivingLoader.failed),
@@ -494,7 +521,7 @@ def dump(fixture):
             body = '{\n' + ',\n'.join(
                 '  %s: %s' % (json.dumps(k), _per_line(value[k]) if k in PER_STEPS else compact(value[k]))
                 for k in sorted(value)) + '\n }'
-        elif key == 'loader':
+        elif key in ('loader', 'http'):
             body = json.dumps(value, sort_keys=True, indent=1).replace('\n', '\n ')
         else:
             body = compact(value)

@@ -576,3 +576,27 @@ def test_other_node_ranks_serve_only_health(start_sim):
     sim = start_sim('--nnodes', '2', '--node-rank', '1', '--dist-init-addr', addr, '--base-gpu-id', '1', wait=False)
     wait_for(lambda: sim.get('/health')[0] == 200, what='dummy health')
     assert sim.get('/v1/models')[0] == 404
+
+
+@pytest.mark.parametrize('version', ['0.5.19', '0.5.20', '0.5.23'])
+def test_ready_only_where_the_release_routes_it(start_sim, version):
+    # tests/releases/fixtures: /ready from 0.5.20 on, outside the API key like /health
+    has_ready = _flags.releases.load(version)['http']['ready']
+    assert has_ready == (version != '0.5.19')
+    sim = start_sim('--api-key', 'sekret', env={'SGLANG_SIM_VERSION': version})
+    key = {'Authorization': 'Bearer sekret'}
+    if not has_ready:
+        # no such route, and the API key guards it like any path but /health and /metrics
+        assert sim.get('/ready', headers=key)[0] == 404 and sim.get('/ready')[0] == 401
+        return
+    assert sim.get('/ready')[0] == 200
+    assert sim.post('/pause_generation', {}, headers=key)[0] == 200
+    assert sim.get('/ready')[0] == 503 and sim.get('/health')[0] == 200  # paused: not ready, still healthy
+    assert sim.post('/continue_generation', {}, headers=key)[0] == 200
+    assert sim.get('/ready')[0] == 200
+
+
+def test_ready_is_503_until_the_warm_up_passed(start_sim):
+    sim = start_sim(env={'SGLANG_SIM_VERSION': '0.5.23', 'SGLANG_SIM_FAULT': 'hang:warmup'}, wait=False)
+    wait_for(lambda: 'Uvicorn running' in sim.log(), what='HTTP server up')
+    assert sim.get('/ready')[0] == 503 and sim.get('/health')[0] == 503

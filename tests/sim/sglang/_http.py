@@ -84,7 +84,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _authorized(self, path):
         key = self.sim.args['api_key']
-        if not key or path.startswith('/health') or path.startswith('/metrics'):
+        if not key or any(path.startswith(prefix) for prefix in self.sim.http['auth_free_prefixes']):
             return True
         return self.headers.get('Authorization') == 'Bearer ' + key
 
@@ -101,8 +101,8 @@ class Handler(BaseHTTPRequestHandler):
         self._raw = self.rfile.read(length) if length else b''
         path = self.path.split('?')[0]
         if self.server.dummy:
-            # SGLang's launch_dummy_health_check_server on node ranks >= 1: always 200.
-            if path in ('/health', '/health_generate', '/ping', '/metrics'):
+            # SGLang's launch_dummy_health_check_server on node ranks >= 1: always 200 (no /ready).
+            if path in self.sim.http['rank_routes'] or path == '/metrics':
                 return self._send(200, content_type=None)
             return self._send(404, {'detail': 'Not Found'})
         if not self._authorized(path):
@@ -114,7 +114,10 @@ class Handler(BaseHTTPRequestHandler):
             '/v1/models': ('GET', self.models), '/metrics': ('GET', self.metrics),
             '/generate': ('POST', self.generate), '/v1/completions': ('POST', self.completions),
             '/v1/chat/completions': ('POST', self.chat), '/flush_cache': (None, self.flush_cache),
+            '/pause_generation': ('POST', self.pause), '/continue_generation': ('POST', self.resume),
         }
+        if self.sim.http['ready']:  # SGLang 0.5.20 and later
+            routes['/ready'] = ('GET', self.ready)
         if path not in routes or path == '/metrics' and not self.sim.args['enable_metrics']:
             return self._send(404, {'detail': 'Not Found'})
         allowed, handler = routes[path]
@@ -131,8 +134,26 @@ class Handler(BaseHTTPRequestHandler):
         return handler(body)
 
     # ------------------------------------------------------------ endpoints
+    def ready(self, body):
+        # TokenizerManager.is_ready: warm-up passed (status Up, which a timed-out health
+        # generation takes away), not paused, not shutting down
+        sim = self.sim
+        ok = sim.status == 'ready' and not sim.unhealthy and not sim.paused and not sim.stopping
+        return self._send(200 if ok else 503, content_type=None)
+
+    def pause(self, body):
+        self.sim.paused = True
+        return self._send(200, {'message': 'Generation paused successfully.', 'status': 'ok'})
+
+    def resume(self, body):
+        self.sim.paused = False
+        return self._send(200, {'message': 'Generation continued successfully.', 'status': 'ok'})
+
     def health(self, body):
         sim = self.sim
+        if sim.stopping:
+            sim.log('Health check request received during shutdown. Returning 503.')
+            return self._send(503, content_type=None)
         fault = sim.config.fault
         if fault == 'slow_health':
             time.sleep(SLOW_HEALTH_SECONDS)
@@ -151,6 +172,7 @@ class Handler(BaseHTTPRequestHandler):
         while not req.done and time.monotonic() < deadline:
             req.next_chunk(0.5)
         time.sleep(max(0.0, began + HEALTH_CHECK_INTERVAL * sim.config.speed - time.monotonic()))
+        sim.unhealthy = not req.done  # ServerStatus.UnHealthy after a timeout, Up after a success
         return self._send(200 if req.done else 503, content_type=None)
 
     def server_info(self, body):

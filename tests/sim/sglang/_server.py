@@ -124,6 +124,11 @@ class Server(_http.Counters):
         self.drafter = None
         self.started = time.time()
         self.stopping = False
+        self.paused = False     # /pause_generation until /continue_generation
+        self.unhealthy = False  # a /health generation timed out (until one succeeds)
+        # the release's HTTP facts (tests/releases/fixtures): whether it routes /ready, what
+        # the API key leaves free, what node ranks >= 1 serve
+        self.http = _flags.releases.load(_flags.fixture_version(self.version))['http']
         self.health_calls = 0
         self.deprecations = _flags.version_tuple(self.version) >= (0, 5, 15)
         self.target_first = _flags.version_tuple(self.version) < TARGET_FIRST_UNTIL

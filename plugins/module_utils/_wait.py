@@ -41,6 +41,9 @@ PROBE_STARTING = 'starting'       # 503: SGLang is up but warm-up has not finish
 # 503 after the server had answered healthy: SGLang's /health runs a 1-token generation and
 # answers 503 when it does not finish in time (20 s): busy or stuck, not starting.
 PROBE_GENERATION_TIMEOUT = 'generation_timeout'
+# 503 from /ready after the server had answered ready: paused (/pause_generation), shutting
+# down, or marked unhealthy by a /health generation that timed out; not starting.
+PROBE_NOT_READY = 'not_ready'
 PROBE_SERVER_ERROR = 'server_error'   # other 5xx
 PROBE_CLIENT_ERROR = 'client_error'   # 4xx and other codes (wrong path, API key...)
 PROBE_REFUSED = 'refused'         # nothing listens yet (weights loading, graphs...)
@@ -53,6 +56,7 @@ _PROBE_TEXT = {
     PROBE_READY: 'healthy',
     PROBE_STARTING: 'starting (warm-up not finished)',
     PROBE_GENERATION_TIMEOUT: 'health generation timed out (503 after the server answered healthy: busy or stuck, not starting)',
+    PROBE_NOT_READY: 'not ready (503 from /ready after the server was ready: paused, shutting down or unhealthy)',
     PROBE_SERVER_ERROR: 'server error',
     PROBE_CLIENT_ERROR: 'unexpected answer',
     PROBE_REFUSED: 'connection refused (not listening yet)',
@@ -120,7 +124,7 @@ def describe_probe(probe):
 
 
 def probe_health(request, path, timeout):
-    """One GET of the health endpoint: returns {'kind', 'status', 'detail', 'seconds'}."""
+    """One GET of the health endpoint: returns {'kind', 'status', 'detail', 'seconds', 'path'}."""
     start = time.monotonic()
     try:
         status, dummy = request('GET', path, timeout=timeout)
@@ -128,7 +132,25 @@ def probe_health(request, path, timeout):
     except Exception as exc:  # every network error is an answer here, classified
         result = {'kind': classify_exception(exc), 'status': None, 'detail': str(exc)[:300]}
     result['seconds'] = round(time.monotonic() - start, 3)
+    result['path'] = path
     return result
+
+
+# Readiness without a health_path: SGLang's /ready (0.5.20 and later: 200 once the warm-up
+# request has passed and the server is neither paused nor shutting down; no generation, no
+# API key) where the server has it, else /health. /ready is asked first; an answer that says
+# the route is not there switches to /health for the rest of the wait: 404 (SGLang before
+# 0.5.20, vLLM, the stand-in server of a multi-node rank >= 1), 401/403 (before 0.5.20 the
+# API key guards every path but /health and /metrics, so a keyless probe of a missing
+# /ready is refused rather than not found). Connection refused and 503 decide nothing.
+READY_PATH = '/ready'
+HEALTH_PATH = '/health'
+NO_READY_STATUSES = (401, 403, 404)
+
+
+def ready_path_missing(probe):
+    """Whether a probe of READY_PATH says that the server has no such route."""
+    return probe['path'] == READY_PATH and probe['status'] in NO_READY_STATUSES
 
 
 # --------------------------------------------------------------------------------------
@@ -148,12 +170,19 @@ _MAX_NEW_LINES = 500
 
 
 class _Prober(threading.Thread):
-    """Probes the health endpoint every ``interval`` seconds (start to start)."""
+    """Probes the health endpoint every ``interval`` seconds (start to start).
 
-    def __init__(self, request, path, interval, timeout):
+    ``auto``: ``path`` is READY_PATH until the server shows it has no such route; then
+    HEALTH_PATH, asked at once (``switched`` holds the answer that made the switch)."""
+
+    def __init__(self, request, path, interval, timeout, auto=False):
         super(_Prober, self).__init__(name='health-prober')
         self.daemon = True
-        self._args = (request, path, timeout)
+        self._request = request
+        self._timeout = timeout
+        self.path = path
+        self.auto = auto
+        self.switched = None
         self._interval = interval
         self._stop_event = threading.Event()
         self._lock = threading.Lock()
@@ -164,7 +193,10 @@ class _Prober(threading.Thread):
         while not self._stop_event.is_set():
             began = time.monotonic()
             self.busy = True
-            result = probe_health(*self._args)
+            result = probe_health(self._request, self.path, self._timeout)
+            if self.auto and ready_path_missing(result):
+                self.switched, self.path = result, HEALTH_PATH
+                result = probe_health(self._request, self.path, self._timeout)
             result['at'] = time.monotonic()
             with self._lock:
                 self._results.append(result)
@@ -185,14 +217,18 @@ class Waiter(object):
 
     ``state`` (from the previous slice's ``export()``) carries phases, health streak,
     stall clock and the log/process followers' positions. ``elapsed`` is the time
-    already spent (as the controller counts it).
+    already spent (as the controller counts it). ``health_path`` None: READY_PATH where the
+    server has it, else HEALTH_PATH (see READY_PATH); the choice is carried in ``state``.
     """
 
-    def __init__(self, request, health_path='/health', interval=1.0, request_timeout=5.0, timeout=900.0,
+    def __init__(self, request, health_path=None, interval=1.0, request_timeout=5.0, timeout=900.0,
                  success_threshold=1, stall_timeout=300.0, fatal_patterns=DEFAULT_FATAL_PATTERNS,
                  log=None, process=None, log_lines=20, state=None, elapsed=0.0, tick=0.1):
         self.request = request
-        self.health_path = health_path
+        state = state or {}
+        self.auto = health_path is None and state.get('auto', True)
+        self.health_path = health_path or state.get('health_path') or READY_PATH
+        self.ready_missing = state.get('ready_missing')  # the status of READY_PATH that made the switch
         self.interval = interval
         self.request_timeout = request_timeout
         self.timeout = timeout
@@ -203,7 +239,6 @@ class Waiter(object):
         self.process = process or ProcessWatch()
         self.log_lines = log_lines
         self.tick = tick
-        state = state or {}
         self.elapsed_base = float(elapsed)
         self.phase = state.get('phase', LAUNCHING)
         self.phases = list(state.get('phases', [{'phase': LAUNCHING, 'elapsed': 0.0}]))
@@ -225,6 +260,7 @@ class Waiter(object):
 
     def export(self):
         return {'phase': self.phase, 'phases': self.phases, 'streak': self.streak, 'was_ready': self.was_ready,
+                'health_path': self.health_path, 'auto': self.auto, 'ready_missing': self.ready_missing,
                 'last_progress': self.last_progress, 'last_probe': self.last_probe, 'tail': self.tail,
                 'tracebacks': self.tracebacks.export()}
 
@@ -269,7 +305,7 @@ class Waiter(object):
 
     def _handle_probe(self, probe):
         if probe['kind'] == PROBE_STARTING and self.was_ready:
-            probe = dict(probe, kind=PROBE_GENERATION_TIMEOUT)
+            probe = dict(probe, kind=PROBE_NOT_READY if probe.get('path') == READY_PATH else PROBE_GENERATION_TIMEOUT)
         self.was_ready = self.was_ready or probe['kind'] == PROBE_READY
         previous = self.last_probe
         self.last_probe = {'kind': probe['kind'], 'status': probe['status'], 'detail': probe['detail']}
@@ -299,14 +335,28 @@ class Waiter(object):
         self._t0 = time.monotonic()
         remaining = self.timeout - self.elapsed_base
         end = self._t0 + max(0.0, min(slice_seconds, remaining))
-        prober = _Prober(self.request, self.health_path, self.interval, self.request_timeout)
+        prober = _Prober(self.request, self.health_path, self.interval, self.request_timeout,
+                         auto=self.auto and self.health_path == READY_PATH)
         prober.start()
         try:
             return self._loop(prober, end)
         finally:
             prober.stop()
+            self._note_switch(prober)
             if self.log is not None:
                 self.log.close()
+
+    def _note_switch(self, prober):
+        if prober.switched is not None:
+            self.health_path, self.ready_missing = prober.path, prober.switched['status']
+            self.notes.append(self.path_note())
+
+    def path_note(self):
+        """Why readiness comes from HEALTH_PATH (once READY_PATH showed it is missing), or None."""
+        if self.ready_missing is None:
+            return None
+        return ('%s answered HTTP %s (no such route: SGLang before 0.5.20, vLLM or a node rank >= 1): readiness from %s'
+                % (READY_PATH, self.ready_missing, self.health_path))
 
     def _last_words(self):
         """After a crash: read what the log still delivers (a journal needs a moment)."""

@@ -26,7 +26,8 @@ description:
   - Health answers are told apart. Connection refused means not listening yet (imports,
     weight loading, CUDA graph capture); HTTP 503 means SGLang's warm-up request has not
     finished, unless the server had already answered healthy, when it means that SGLang's
-    1-token health generation timed out (busy or stuck, not starting); other 5xx, other
+    1-token health generation timed out (busy or stuck, not starting) on V(/health), or that
+    the server is paused, shutting down or unhealthy on V(/ready); other 5xx, other
     answers (wrong O(health_path) or API key), timeouts and TLS errors are reported as such.
   - Startup phases are recognised from SGLang and vLLM log lines (matched loosely, since
     versions reword them) and from the health answers. Each phase is listed once, when it
@@ -72,9 +73,16 @@ attributes:
     details: Process and log watching read C(/proc), files and C(journalctl) on Linux.
 options:
   health_path:
-    description: Path of the health endpoint. SGLang's V(/health_generate) also runs a generation.
+    description:
+      - Path of the endpoint that says the server is ready. SGLang's V(/health_generate) also runs a generation.
+      - Default (unset) V(/ready) where the server has it, else V(/health). SGLang has V(/ready) from 0.5.20 on
+        (200 once the warm-up request has passed and the server is neither paused nor shutting down; no API key
+        needed); its V(/health) answers 200 only after a 1-token generation. V(/ready) is asked first; an answer
+        that shows the route is not there (404 from SGLang before 0.5.20, vLLM or the stand-in server of a
+        multi-node rank >= 1; 401 or 403 from SGLang before 0.5.20 with an API key and none sent) switches to
+        V(/health) for the rest of the wait, with a note in RV(notes). Connection refused and 503 decide nothing.
+        This needs no version, so it also holds for a server whose version is unknown or not SGLang.
     type: str
-    default: /health
   timeout:
     description: Overall deadline in seconds (wall clock, not a number of tries).
     type: float
@@ -254,6 +262,11 @@ phases:
     - {phase: launching, elapsed: 0.0}
     - {phase: load_weights, elapsed: 38.2, line: "[2026-12-02 10:01:12] Load weight begin. avail mem=139.09 GB"}
     - {phase: ready, elapsed: 97.4}
+health_path:
+  description: The endpoint whose answers decided readiness (see O(health_path)).
+  returned: always
+  type: str
+  sample: /ready
 health:
   description: The last health answer in words.
   returned: always
@@ -376,7 +389,7 @@ from ansible_collections.llmops.serving.plugins.module_utils._wait import (
 # Also validated on the controller by the action plugin.
 ARGUMENT_SPEC = dict(
     SERVER_ARGUMENT_SPEC,
-    health_path=dict(type='str', default='/health'),
+    health_path=dict(type='str'),
     timeout=dict(type='float', default=900.0),
     interval=dict(type='float', default=1.0),
     stall_timeout=dict(type='float', default=300.0),
@@ -458,7 +471,7 @@ def failure_message(status, waiter, process, params, elapsed, notes):
     return '\n'.join(parts)
 
 
-def check_after_ready(module, request, result):
+def check_after_ready(module, request, result, health_path):
     """Server info, smoke generation and acceptance-length floor. Returns an error or None."""
     params = module.params
     summary, dummy = fetch_server_info(request, params['request_timeout'])
@@ -484,7 +497,7 @@ def check_after_ready(module, request, result):
     smoke.pop('meta_info', None)
     result['smoke'] = smoke
     if not smoke['ok']:
-        return 'the server answers /health but the smoke request failed: %s' % smoke.get('error')
+        return 'the server answers %s but the smoke request failed: %s' % (health_path, smoke.get('error'))
     if smoke['text'] == '':
         module.warn('the smoke request generated %s tokens that decode to empty text (special tokens only?)' % smoke['tokens'])
     floor = params['min_accept_length']
@@ -565,7 +578,7 @@ def main():
         state['journal'] = log.export()
     result = dict(
         changed=False, status=status, elapsed=elapsed, phase=waiter.phase, phases=waiter.phases,
-        health=describe_probe(waiter.last_probe),
+        health=describe_probe(waiter.last_probe), health_path=waiter.health_path,
         last_http_status=(waiter.last_probe or {}).get('status'),
         log_tail=waiter.tail[-params['log_lines']:], new_lines=waiter.new_lines, notes=notes, state=state,
     )
@@ -575,13 +588,16 @@ def main():
         result['exceptions'] = waiter.tracebacks.exceptions
     if status == STATUS_WAITING:
         module.exit_json(**result)
+    # the verdict's notes say why readiness came from /health, also when an earlier slice switched
+    if waiter.path_note() and waiter.path_note() not in notes:
+        notes.append(waiter.path_note())
     if log is not None and log.missing:
         module.warn('%s never appeared: check log_path' % params['log_path'] if not waiter.tail else
                     '%s disappeared while it was followed' % params['log_path'])
     if status == STATUS_CRASHED:
         result['exit_code'] = waiter.exit.get('exit_code')
     if status == STATUS_READY:
-        error = foreign_server(params['url'], process) or check_after_ready(module, request, result)
+        error = foreign_server(params['url'], process) or check_after_ready(module, request, result, waiter.health_path)
         if error is None:
             module.exit_json(**result)
         module.fail_json(msg=error, **result)

@@ -102,9 +102,14 @@ def test_slow_health_fatal_pattern_drafter_floor_and_remote_url_from_the_control
         'ns1': {'fault': 'slow_health', 'wait': {'request_timeout': 0.5, 'timeout': 6}},
         'ns2': {'quality': 'random', 'keep': True, 'wait': {'smoke': 'generate', 'min_accept_length': 1.5}},
         'ns3': {'launch': 'none', 'wait': {'url': 'http://%s:30000' % fleet.hosts['ns2']['address']}},
+        # 0.5.23 has /ready (from 0.5.20 on), which answers without the slow health generation
+        'sd1': {'version': '0.5.23', 'fault': 'slow_health', 'wait': {'request_timeout': 0.5, 'timeout': 30}},
     })
-    slow, random_drafter, remote = results['ns1'], results['ns2'], results['ns3']
+    slow, random_drafter, remote, ready = results['ns1'], results['ns2'], results['ns3'], results['sd1']
     assert slow['status'] == 'timeout' and 'no answer within request_timeout' in slow['msg']
+    # 0.5.15.post1 has no /ready: one 404, then /health decides
+    assert slow['health_path'] == '/health' and any(note.startswith('/ready answered HTTP 404') for note in slow['notes'])
+    assert ready['status'] == 'ready' and ready['health_path'] == '/ready' and not ready.get('failed'), ready.get('msg')
     assert random_drafter['failed'] and random_drafter['status'] == 'ready'
     assert random_drafter['msg'].startswith('the drafter is not being accepted: accept length 1.')
     assert remote['status'] == 'ready' and not remote.get('failed')

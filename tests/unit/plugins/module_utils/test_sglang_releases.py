@@ -13,6 +13,7 @@ import functools
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args as a
+from ansible_collections.llmops.serving.plugins.module_utils import _wait as wait
 from ansible_collections.llmops.serving.tests.releases import releases
 
 VERSIONS = releases.versions()
@@ -252,3 +253,18 @@ def test_without_a_version_the_argv_is_a_preview_that_never_reaches_a_host():
     argv_0_5_23 = a.build_argv(SPEC, version='0.5.23')
     assert [arg for arg in argv if arg not in placeholder] == [
         arg for arg in argv_0_5_23 if arg not in ('--cuda-graph-max-bs-decode',)]
+
+
+def test_ready_exists_from_0_5_20_free_of_the_api_key_and_not_on_node_ranks():
+    # what wait_for_llm_health's readiness default rests on (_wait.READY_PATH): /ready from
+    # 0.5.20 on; before, the API key guards every path but /health and /metrics (a keyless
+    # /ready is 401, not 404); ranks >= 1 serve /health but no /ready (404)
+    for version in VERSIONS:
+        http = releases.load(version)['http']
+        assert http['ready'] == (releases.version_key(version) >= (0, 5, 20)), version
+        assert ('/ready' in http['routes']) == http['ready'] == ('/ready' in http['auth_free_prefixes'])
+        assert {'/health', '/metrics'} <= set(http['auth_free_prefixes'])
+        assert wait.HEALTH_PATH in http['rank_routes'] and wait.READY_PATH not in http['rank_routes']
+        # /server_info exists everywhere; /get_server_info is deprecated in every release
+        assert '/server_info' in http['routes'] and '/get_server_info' in http['deprecated_routes']
+

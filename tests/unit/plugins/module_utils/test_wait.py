@@ -214,3 +214,64 @@ def test_waiter_on_the_real_vllm_crash_keeps_the_root_cause(server, python_child
     assert [line[:len(VLLM_ROOT_CAUSE)] for line in waiter.tracebacks.exceptions] == [VLLM_ROOT_CAUSE]
     state = waiter.export()['tracebacks']
     assert startup_log.TracebackTracker(json.loads(json.dumps(state))).exceptions == waiter.tracebacks.exceptions
+
+
+# ------------------------------------------------------------------ readiness: /ready where the server has it
+def test_readiness_comes_from_ready_where_the_server_has_it(server):
+    # SGLang >= 0.5.20: /ready says 503 until the warm-up passed; /health would run a
+    # generation (here it never answers healthy, so only /ready can make the server ready)
+    server.routes['/ready'] = health_timeline((0, 503), (0.3, 200))
+    server.routes['/health'] = lambda method, body: (503, b'')
+    waiter = make_waiter(server, timeout=5)
+    assert waiter.run(10) == wait.STATUS_READY
+    assert waiter.health_path == '/ready' and waiter.notes == []
+    assert [p['phase'] for p in waiter.phases] == ['launching', 'warmup', 'ready']
+    assert waiter.export()['health_path'] == '/ready'
+
+
+@pytest.mark.parametrize('missing', [404, 401, 403])
+def test_a_server_without_ready_is_waited_for_on_health(server, missing):
+    # SGLang before 0.5.20 (404; 401 with an API key and none sent), vLLM, a multi-node rank >= 1
+    asked = []
+
+    def no_ready(method, body):
+        asked.append('/ready')
+        return missing, b''
+    server.routes['/ready'] = no_ready
+    server.routes['/health'] = health_timeline((0, 503), (0.3, 200))
+    waiter = make_waiter(server, timeout=5)
+    assert waiter.run(10) == wait.STATUS_READY
+    assert waiter.health_path == '/health' and asked == ['/ready']  # asked once, then never again
+    assert waiter.notes == ['/ready answered HTTP %d (no such route: SGLang before 0.5.20, vLLM or a node rank '
+                            '>= 1): readiness from /health' % missing]
+    # the next slice keeps /health without asking /ready again
+    again = make_waiter(server, timeout=5, state=waiter.export())
+    assert again.run(10) == wait.STATUS_READY and again.health_path == '/health' and asked == ['/ready']
+
+
+def test_refused_and_503_from_ready_do_not_switch_to_health(server):
+    server.routes['/ready'] = lambda method, body: (503, b'')
+    server.routes['/health'] = lambda method, body: (200, b'')
+    waiter = make_waiter(server, timeout=0.5)
+    assert waiter.run(10) == wait.STATUS_TIMEOUT
+    assert waiter.health_path == '/ready' and waiter.last_probe['kind'] == wait.PROBE_STARTING
+
+
+def test_an_explicit_health_path_is_used_as_given(server):
+    server.routes['/ready'] = lambda method, body: pytest.fail('/ready asked despite health_path')
+    server.routes['/health_generate'] = lambda method, body: (200, b'')
+    waiter = make_waiter(server, health_path='/health_generate', timeout=5)
+    assert waiter.run(10) == wait.STATUS_READY and waiter.health_path == '/health_generate'
+
+
+def test_a_503_from_ready_after_ready_is_paused_or_shutting_down_not_a_generation_timeout(server):
+    answers = iter([503, 200])  # warm-up, ready, then paused for good
+
+    def after_ready(method, body):
+        return next(answers, 503), b''
+    server.routes['/ready'] = after_ready
+    waiter = make_waiter(server, success_threshold=2, timeout=1.5)
+    assert waiter.run(10) == wait.STATUS_TIMEOUT
+    assert waiter.last_probe['kind'] == wait.PROBE_NOT_READY
+    assert wait.describe_probe(waiter.last_probe) == ('HTTP 503, not ready (503 from /ready after the server was ready: '
+                                                      'paused, shutting down or unhealthy)')

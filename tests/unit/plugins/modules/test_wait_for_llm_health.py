@@ -154,6 +154,27 @@ def test_one_slice_returns_waiting_with_state_to_resume(server, capsys, tmp_path
     assert result['state']['log']['offset'] == log.stat().st_size
 
 
+NO_READY_NOTE = '/ready answered HTTP 404 (no such route: SGLang before 0.5.20, vLLM or a node rank >= 1): readiness from /health'
+
+
+def test_readiness_from_health_when_ready_is_missing_is_said_in_the_verdict_also_after_a_later_slice(server, capsys):
+    server.routes['/health'] = lambda method, body: (503, b'')  # this server has no /ready (404)
+    first, dummy = run_module(capsys, url=server.url, _resume={'slice': 0.3})
+    assert first['status'] == 'waiting' and first['health_path'] == '/health' and first['notes'] == [NO_READY_NOTE]
+    server.routes['/health'] = lambda method, body: (200, b'')
+    verdict, dummy = run_module(capsys, url=server.url, _resume={'slice': 5, 'elapsed': 0.3, 'state': first['state']})
+    assert verdict['status'] == 'ready' and verdict['health_path'] == '/health'
+    assert verdict['notes'] == [NO_READY_NOTE]
+
+
+def test_readiness_from_ready_where_the_server_has_it(server, capsys):
+    server.routes['/health'] = lambda method, body: (503, b'')  # a health generation that does not answer in time
+    server.routes['/ready'] = lambda method, body: (200, b'')
+    result, dummy = run_module(capsys, url=server.url, timeout=5)
+    assert result['status'] == 'ready' and not result.get('failed'), result.get('msg')
+    assert result['health_path'] == '/ready' and result['notes'] == []
+
+
 @pytest.mark.parametrize('args, message', [
     ({'min_accept_length': 1.5}, 'min_accept_length needs traffic to measure: set smoke'),
     ({'extra_fatal_patterns': ['(oops']}, "fatal_patterns / extra_fatal_patterns: fatal pattern '(oops' is not a valid regular expression"),

@@ -268,3 +268,13 @@ def test_ready_exists_from_0_5_20_free_of_the_api_key_and_not_on_node_ranks():
         # /server_info exists everywhere; /get_server_info is deprecated in every release
         assert '/server_info' in http['routes'] and '/get_server_info' in http['deprecated_routes']
 
+
+def test_readme_support_matrix_is_the_one_generated_from_the_fixtures():
+    from ansible_collections.llmops.serving.tests.releases import support_matrix
+    with open(support_matrix.README, encoding='utf-8') as handle:
+        written = support_matrix.readme_block(handle.read())
+    # stale: python tests/releases/support_matrix.py --write
+    assert written == support_matrix.block()
+    newest, oldest = support_matrix.rows()[0], support_matrix.rows()[-1]
+    assert newest[0] == VERSIONS[-1] and oldest[0] == VERSIONS[0] == '0.5.11'
+    assert [row[0] for row in support_matrix.rows() if row[4] == 'yes'] == ['0.5.23', '0.5.22', '0.5.21', '0.5.20']

@@ -73,6 +73,7 @@ class ActionModule(ActionBase):
         timeout = args['timeout']
         start = time.monotonic()
         state = None
+        printed = set()  # notes already shown in a heartbeat
         try:
             while True:
                 elapsed = time.monotonic() - start
@@ -96,7 +97,9 @@ class ActionModule(ActionBase):
                     module_result['msg'] = 'the server at %s was not ready after %.0f s (timeout); phase %s, last health: %s' % (
                         args['url'], timeout, module_result.get('phase'), module_result.get('health'))
                     break
-                display.display(format_heartbeat(host, module_result, args['log_lines']))
+                fresh = [note for note in module_result.get('notes') or [] if note not in printed]
+                printed.update(fresh)
+                display.display(format_heartbeat(host, dict(module_result, notes=fresh), args['log_lines']))
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
 

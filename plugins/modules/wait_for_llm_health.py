@@ -567,6 +567,10 @@ def main():
     elapsed = waiter.elapsed()
 
     notes = list(waiter.notes) + list(process.notes)
+    # why readiness comes from /health, in every slice after the switch: the verdict may be a
+    # later slice's, or the action plugin's own timeout (heartbeats print a note once)
+    if waiter.path_note() and waiter.path_note() not in notes:
+        notes.append(waiter.path_note())
     if log is not None:
         notes += log.events
         if log.missing:
@@ -588,9 +592,6 @@ def main():
         result['exceptions'] = waiter.tracebacks.exceptions
     if status == STATUS_WAITING:
         module.exit_json(**result)
-    # the verdict's notes say why readiness came from /health, also when an earlier slice switched
-    if waiter.path_note() and waiter.path_note() not in notes:
-        notes.append(waiter.path_note())
     if log is not None and log.missing:
         module.warn('%s never appeared: check log_path' % params['log_path'] if not waiter.tail else
                     '%s disappeared while it was followed' % params['log_path'])

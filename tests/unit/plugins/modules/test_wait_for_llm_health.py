@@ -161,8 +161,11 @@ def test_readiness_from_health_when_ready_is_missing_is_said_in_the_verdict_also
     server.routes['/health'] = lambda method, body: (503, b'')  # this server has no /ready (404)
     first, dummy = run_module(capsys, url=server.url, _resume={'slice': 0.3})
     assert first['status'] == 'waiting' and first['health_path'] == '/health' and first['notes'] == [NO_READY_NOTE]
+    # every later slice says it too: the verdict may be the action plugin's timeout on a waiting slice
+    second, dummy = run_module(capsys, url=server.url, _resume={'slice': 0.3, 'elapsed': 0.3, 'state': first['state']})
+    assert second['status'] == 'waiting' and second['notes'] == [NO_READY_NOTE]
     server.routes['/health'] = lambda method, body: (200, b'')
-    verdict, dummy = run_module(capsys, url=server.url, _resume={'slice': 5, 'elapsed': 0.3, 'state': first['state']})
+    verdict, dummy = run_module(capsys, url=server.url, _resume={'slice': 5, 'elapsed': 0.6, 'state': second['state']})
     assert verdict['status'] == 'ready' and verdict['health_path'] == '/health'
     assert verdict['notes'] == [NO_READY_NOTE]
 
@@ -234,6 +237,19 @@ def test_action_runs_slices_prints_heartbeats_and_carries_state(monkeypatch):
         '    note: pidfile /run/x.pid does not exist (yet)']
     assert len(printed) == 2
     assert not any(SECRET in line for line in printed)
+
+
+def test_action_prints_a_note_once_and_the_verdict_keeps_it(monkeypatch):
+    printed = []
+    monkeypatch.setattr(action.display, 'display', lambda msg, *a, **k: printed.append(msg))
+    results = [slice_result('waiting', 'warmup', [], {}, notes=[NO_READY_NOTE]),
+               slice_result('waiting', 'warmup', [], {}, notes=[NO_READY_NOTE, 'pidfile /run/x.pid does not exist (yet)']),
+               slice_result('ready', 'ready', [], {}, notes=[NO_READY_NOTE])]
+    plugin, dummy = make_action({'url': 'http://h:30000', 'heartbeat_interval': 5}, results)
+    result = plugin.run(task_vars={'inventory_hostname': 'gpu1'})
+    assert [line for text in printed for line in text.split('\n') if 'note:' in line] == [
+        '    note: ' + NO_READY_NOTE, '    note: pidfile /run/x.pid does not exist (yet)']
+    assert result['status'] == 'ready' and result['notes'] == [NO_READY_NOTE]
 
 
 def test_action_passes_a_failed_verdict_through():

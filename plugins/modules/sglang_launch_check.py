@@ -169,20 +169,22 @@ def main():
         supports_check_mode=True,
     )
     python, engine = module.params['python'], module.params['engine']
+    # The role variable the python comes from, so that the message says what to set.
+    where = ('set sglang_server_python to the interpreter (or virtualenv) that has %s installed '
+             '(playbooks/install.yml installs it into /opt/llmops/sglang-venv)' % engine)
     if not os.access(python, os.X_OK):
-        module.fail_json(msg='%s is not an executable Python interpreter on this host: set sglang_server_python '
-                             'to the interpreter (or virtualenv) that has %s installed'
-                             % (python, engine))
+        module.fail_json(msg='%s is not an executable Python interpreter on this host: %s' % (python, where))
     env = dict((str(k), str(v)) for k, v in module.params['env'].items())
 
-    def run(args, what):
+    def run(args, what, hint=''):
         rc, out, err = module.run_command([python] + args, environ_update=env)
         if rc != 0:
-            module.fail_json(msg='%s with %s failed (exit %d): %s' % (what, python, rc, _tail(err or out)),
+            module.fail_json(msg='%s with %s failed (exit %d): %s%s' % (what, python, rc, _tail(err or out), hint),
                              rc=rc)
         return out
 
-    probe = run(['-c', VERSION_PROBE, engine] + list(DISTRIBUTIONS[engine]), 'detecting the %s version' % engine)
+    probe = run(['-c', VERSION_PROBE, engine] + list(DISTRIBUTIONS[engine]), 'detecting the %s version' % engine,
+                hint='\n%s is not importable there: %s' % (engine, where))
     version, installation = json.loads(probe.strip().splitlines()[-1])
     if not version:
         module.fail_json(msg='%s is importable with %s but reports no version' % (engine, python))

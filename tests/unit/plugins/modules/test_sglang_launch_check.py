@@ -46,6 +46,8 @@ def test_bad_flag_fails_naming_it(capsys):
 def test_missing_engine_fails_readably(capsys, python, env, message):
     result = run(capsys, python=python, env=env)
     assert result['failed'] and message in result['msg']
+    # the message names the variable to set
+    assert 'set sglang_server_python to the interpreter' in result['msg']
 
 
 def test_help_cache_is_read_back_and_keyed_by_version(capsys, tmp_path):

@@ -8,6 +8,9 @@ from __future__ import annotations
 HEADER = ('host', 'state', 'action', 'ready_s', 'version', 'depth', 'accept', 'url / reason')
 NOT_REACHED = 'not reached: the rollout stopped before this host, or it was unreachable'
 REASON_CHARS = 300
+# How a rank of a multi-node group that failed because another rank did says so (the group gates
+# of roles/deploy/tasks/group_gate.yml, rank 0's check in roles/sglang_server/tasks/apply.yml).
+GROUP_FAILURE = 'multi-node group '
 
 
 def _one_line(text, limit=REASON_CHARS):
@@ -18,6 +21,20 @@ def _one_line(text, limit=REASON_CHARS):
 
 def _figure(value, fmt, none='-'):
     return none if value is None or value == '' else fmt % float(value)
+
+
+def _group_cause(host, variables, hostvars):
+    """For a rank of a multi-node group that failed because other ranks did, the group and those
+    ranks' own reasons (the root cause), or None."""
+    group = list(variables.get('sglang_server_group_hosts') or [])
+    if len(group) < 2 or not str(variables.get('llmops_deploy_failure')).startswith(GROUP_FAILURE):
+        return None
+    causes = []
+    for rank in group:
+        failure = (hostvars.get(rank) or {}).get('llmops_deploy_failure') if rank != host and rank in hostvars else None
+        if failure is not None and not str(failure).startswith(GROUP_FAILURE):
+            causes.append('%s failed: %s' % (rank, failure))
+    return '%s%s: %s' % (GROUP_FAILURE, ', '.join(group), '; '.join(causes)) if causes else None
 
 
 def _row(host, hostvars):
@@ -33,7 +50,7 @@ def _row(host, hostvars):
     version = ' '.join(str(part) for part in (result.get('engine'), result.get('version')) if part)
     version = (version + (' SIMULATOR' if variables.get('llmops_simulator') else '')) if version else '-'
     if failure is not None:
-        detail = result.get('reason') or failure
+        detail = result.get('reason') or _group_cause(host, variables, hostvars) or failure
         if state == 'rolled_back':
             detail = 'serving its last good configuration again; %s' % detail
     else:
@@ -49,7 +66,8 @@ def _row(host, hostvars):
 def deploy_summary(hosts, hostvars):
     """One aligned text line per host (after a header): state, action, ready time, engine
     version, speculative depth, acceptance length, and the URL (ready) or the reason (failed,
-    rolled back, not reached). Columns are separated by at least two spaces; no cell holds two
+    rolled back, not reached; for a rank of a multi-node group that failed because other ranks
+    did, their reasons). Columns are separated by at least two spaces; no cell holds two
     spaces in a row, so a reader can split on them."""
     rows, extra = [HEADER], []
     for host in hosts:

@@ -6,8 +6,10 @@ Shows: deploy.yml brings both groups up (rank 0 ready and smoke-tested, rank 1 s
 dummy /health; every argv with its --node-rank, its group's --dist-init-addr and --tp-size); a
 rerun changes nothing and keeps every PID; in batches of one group, a depth change of one group
 restarts both its ranks and leaves the other group alone; a change on rank 1 only restarts both
-ranks; rank 1 failing to start fails the group with rank 1's error, well before the health timeout
-(with failures allowed, rank 0 fails naming rank 1); rank 1 killed after ready: status.yml shows
+ranks; rank 1 failing to start fails the group with rank 1's error, well before the health timeout,
+and the rollout stops with every host in the summary (both ranks with rank 1's error, the other group
+not reached); rank 1 failing its GPU preflight fails rank 0 at the group's gate, before it starts
+(with failures allowed, so that rank 0 goes as far as it can); rank 1 killed after ready: status.yml shows
 the group broken, and the next deploy restarts the whole group; an unreachable rank fails the group
 before anything starts; stop.yml limited to one rank leaves no process on any rank of its group and
 the other group running.
@@ -26,6 +28,7 @@ import pytest
 import fleet as fleet_lib  # tests/integration/fleet.py
 from status_output import status_table
 from test_deploy import deploy_vars, summary_rows
+from test_gpu_preflight import hold
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
@@ -208,32 +211,55 @@ def test_a_change_on_rank1_only_restarts_the_whole_group(group, run_playbook):
 
 
 def test_rank1_failing_to_start_fails_the_group_with_its_error(group, run_playbook):
+    """Both groups in batches of one group: the rollout stops at the first, and the summary has a row
+    for every host, the root cause in both ranks' rows, the other group not reached and untouched."""
     fleet, inventory, port, dummy = group
+    other_before = {host: server_pid(fleet, host) for host in OTHER_GROUP}
     set_rank1_vars(inventory, llmops_test_env={'SGLANG_SIM_FAULT': 'crash:load'})
     began = time.monotonic()
-    result = run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=group_vars(port), expect_rc=2,
-                          timeout=600)
+    result = run_playbook('playbooks/deploy.yml', inventory=inventory, extra_vars=group_vars(port, llmops_hosts='multinode'),
+                          expect_rc=2, timeout=600)
     elapsed = time.monotonic() - began
-    assert result.recap['ns2']['failed'] == 1
+    assert result.recap['ns2']['failed'] == 1 and result.recap['ns1']['failed'] == 1, result.recap
     text = ' '.join(result.stdout.split())
-    assert 'RuntimeError: simulated crash during load (SGLANG_SIM_FAULT=crash:load)' in text
-    # rank 0 goes no further: the rollout stops (llmops_max_fail_percentage 0) or, where failures
-    # are allowed, rank 0 fails naming the rank that failed
+    crash = 'RuntimeError: simulated crash during load (SGLANG_SIM_FAULT=crash:load)'
+    assert crash in text
+    # rank 0 goes no further than naming the rank that failed
     assert 'Wait until the server is healthy' not in text
-    assert 'TASK [Show state, ready time' not in result.stdout or summary_rows(result)['ns1'][1] != 'ready'
+    rows = summary_rows(result)
+    assert sorted(rows) == BOTH, rows
+    assert [rows[host][1] for host in BOTH] == ['failed', 'failed', 'not reached', 'not reached'], rows
+    assert crash in rows['ns2'][-1], rows['ns2']
+    assert rows['ns1'][-1].startswith('multi-node group ns1, ns2: ns2 failed: ') and 'simulated crash during load' in \
+        rows['ns1'][-1], rows['ns1']
+    # the rollout stopped at the first group: the other group keeps serving as it was
+    assert result.stdout.count('PLAY [Deploy SGLang servers') == 1
+    assert {host: server_pid(fleet, host) for host in OTHER_GROUP} == other_before
     # rank 0 did not wait for its health timeout
     assert elapsed < HEALTH_TIMEOUT / 2, elapsed
 
 
-def test_with_failures_allowed_rank0_fails_naming_the_failed_rank(group, run_playbook):
+def test_with_failures_allowed_a_rank_failing_before_the_start_fails_the_group_before_it_starts(group, run_playbook):
+    """A change restarts the group; rank 1's GPU preflight fails (a stand-in trainer holds its GPU 0)
+    after both ranks stopped. With failures allowed, rank 0 goes as far as it can: the group's gate
+    before the start, where it fails naming rank 1 instead of starting and waiting for it. Both rows
+    of the summary give the trainer as the reason."""
     fleet, inventory, port, dummy = group
-    set_rank1_vars(inventory, llmops_test_env={'SGLANG_SIM_FAULT': 'crash:graphs'})
-    result = run_playbook('playbooks/deploy.yml', inventory=inventory,
-                          extra_vars=group_vars(port, llmops_max_fail_percentage=100), expect_rc=2, timeout=600)
+    set_rank1_vars(inventory, llmops_test_env={'LLMOPS_TEST_MARK': 'busy'})
+    trainer = hold(fleet, '0', 100000, 'trainer', host='ns2')
+    try:
+        result = run_playbook('playbooks/deploy.yml', inventory=inventory, expect_rc=2, timeout=600,
+                              extra_vars=group_vars(port, llmops_max_fail_percentage=100, gpu_preflight_wait_timeout=2))
+    finally:
+        fleet.ssh('ns2', 'kill %d' % trainer)
     assert result.recap['ns2']['failed'] == 1 and result.recap['ns1']['failed'] == 1
     text = ' '.join(result.stdout.split())
-    assert 'RuntimeError: simulated crash during graphs (SGLANG_SIM_FAULT=crash:graphs)' in text
-    assert 'multi-node group ns1, ns2: ns2 failed (its error is above)' in text
+    assert 'multi-node group ns1, ns2: ns2 failed (its error is above); nothing of the group was started' in text
+    assert 'Start the server' not in result.stdout and server_processes(fleet, 'ns1') == []
+    rows = summary_rows(result)
+    assert rows['ns1'][1] == rows['ns2'][1] == 'failed', rows
+    assert 'trainer' in rows['ns2'][-1] and rows['ns1'][-1].startswith('multi-node group ns1, ns2: ns2 failed: '), rows
+    assert 'trainer' in rows['ns1'][-1], rows
 
 
 def test_rank1_killed_after_ready_the_next_deploy_restarts_the_group(group, run_playbook):
@@ -278,6 +304,9 @@ def test_an_unreachable_rank_fails_the_group_before_anything_starts(group, run_p
     assert result.rc != 0 and result.recap['ns2']['unreachable'] == 1 and result.recap['ns1']['failed'] == 1, result.recap
     text = ' '.join(result.stdout.split())
     assert 'multi-node group ns1, ns2: ns2 not in this batch' in text
+    rows = summary_rows(result)
+    assert rows['ns1'][1] == 'failed' and rows['ns1'][-1].startswith('multi-node group ns1, ns2: ns2 not in this batch')
+    assert rows['ns2'][1] == 'not reached', rows
     assert {host: server_pid(fleet, host) for host in GROUP} == before
     assert flag(argv_of(fleet, 'ns1'), '--speculative-num-steps') == '3'
     assert 'Stop our previous server' not in result.stdout and 'Start the server' not in result.stdout

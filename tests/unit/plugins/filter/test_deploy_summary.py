@@ -59,3 +59,26 @@ def test_long_reason_is_cut_and_canary_report_follows():
     assert len(split(lines[1])[-1]) == 300 and lines[1].endswith('...')
     assert lines[-1] == 'n2 canary gate: passed'
     assert all(line == line.rstrip() for line in lines)
+
+
+def test_a_rank_failed_by_its_group_shows_the_root_cause():
+    group = ['r0', 'r1', 'r2']
+    crash = 'crashed: RuntimeError: simulated crash during load'
+    hostvars = {
+        'r0': {'sglang_server_group_hosts': group,
+               'llmops_deploy_failure': 'multi-node group r0, r1, r2: r1 failed (its error is above); rank 0 cannot serve'},
+        'r1': {'sglang_server_group_hosts': group, 'llmops_deploy_failure': crash},
+        'r2': {'sglang_server_group_hosts': group,
+               'llmops_deploy_failure': 'multi-node group r0, r1, r2: r1 failed (its error is above); nothing started'},
+        'u0': {'sglang_server_group_hosts': ['u0', 'u1'],
+               'llmops_deploy_failure': 'multi-node group u0, u1: u1 not in this batch (unreachable, ...)'},
+        'u1': {'sglang_server_group_hosts': ['u0', 'u1']},
+        'n1': {},
+    }
+    rows = {split(line)[0]: split(line) for line in deploy_summary(list(hostvars), hostvars)[1:]}
+    for rank in ('r0', 'r2'):
+        assert rows[rank][1] == 'failed' and rows[rank][-1] == 'multi-node group r0, r1, r2: r1 failed: ' + crash
+    assert rows['r1'][1:] == ['failed', '-', '-', '-', '-', '-', crash]
+    # no rank failed on its own (u1 was unreachable): the rank's own reason, u1 not reached
+    assert rows['u0'][-1] == 'multi-node group u0, u1: u1 not in this batch (unreachable, ...)'
+    assert rows['u1'][1] == rows['n1'][1] == 'not reached'

@@ -130,10 +130,10 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
 
 ARGUMENT_SPEC = dict(
     name=dict(type='str', required=True),
@@ -143,28 +143,6 @@ ARGUMENT_SPEC = dict(
     fingerprints=dict(type='list', elements='path', default=[]),
     state_dir=dict(type='path', default='/var/lib/llmops/last-good'),
 )
-
-
-def write_atomically(path, data, mode):
-    """Replace ``path`` by ``data`` (bytes) so that a crash leaves the old or the new file."""
-    directory = os.path.dirname(path) or '.'
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, 'wb') as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def read_file(path):

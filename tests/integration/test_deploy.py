@@ -238,6 +238,11 @@ def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
             '-    --speculative-num-draft-tokens 16', '+    --speculative-num-draft-tokens 5'} <= flags, result.stdout[-4000:]
     assert not any(line.startswith(('+exec ', '-exec ')) for line in lines)
     assert any(line.startswith('+ExecStart=') and '"--speculative-num-draft-tokens" "5"' in line for line in lines)
+    # The plan only compares the launch files (one module run, in check mode): no `changed:` for it;
+    # apply shows the change.
+    sections = result.stdout.split('TASK [')
+    files = [section for section in sections if section.startswith('llmops.serving.sglang_server : Write the configuration')]
+    assert len(files) == 2 and 'changed: [' not in files[0] and 'changed: [ns1]' in files[1], files
     assert server_pids(fleet) == before
     assert '--speculative-num-draft-tokens 16' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-main.sh').stdout
 

@@ -12,7 +12,13 @@ keep every PID) and ``playbooks/stop.yml``. Printed per N and run:
 - tasks per host that ran (ok + changed + failed) and were skipped, from the play recap;
 - wall seconds, and the controller's CPU seconds per host (its children's user + system time).
 
-    .venv/bin/python tests/perf/fleet_scale.py [--sizes 4 16] [--forks 50]
+With ``--baseline-rev REV`` the same runs follow on a fresh fleet with the collection and playbooks of git
+revision REV (exported with ``git archive``, built and installed into a temporary directory), and the ratio
+of the no-op redeploy's wall time (this checkout / REV) is printed per N: one invocation, the same machine
+load. ``--tasks`` adds, for the no-op redeploy, the SSH commands per host of each task that opened any
+(from ``-vvv`` output, which costs some controller time: the wall figures of such a run are not comparable).
+
+    .venv/bin/python tests/perf/fleet_scale.py [--sizes 4 16] [--forks 50] [--baseline-rev 3ce6406] [--tasks]
 
 Needs root (the fleet) and the installed collection (``make collection``).
 """
@@ -38,6 +44,8 @@ import fleet as fleet_lib  # noqa: E402  (tests/integration/fleet.py)
 from test_deploy import deploy_vars  # noqa: E402  (the fleet's deploy settings, as the integration tests use them)
 
 BIN = os.path.dirname(sys.executable)
+TASK = re.compile(r'^TASK \[(.*)\]')
+SSH_EXEC = re.compile(r'^<([^>]+)> SSH: EXEC ')
 RECAP = re.compile(r'^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)', re.M)
 SSH_WRAPPER = '#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec ssh "$@"\n'
 
@@ -47,18 +55,20 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def playbook(fleet, name, extra, forks, ssh_log):
-    """Run one playbook on the fleet; returns (wall s, controller CPU s, recap, SSH commands per host)."""
+def playbook(fleet, tree, name, extra, forks, ssh_log, verbose=False):
+    """Run one playbook of ``tree`` on the fleet, with the collection installed for ``tree``.
+
+    Returns (wall s, controller CPU s, recap, SSH commands per host, {task: SSH commands per host} when verbose)."""
     open(ssh_log, 'w').close()
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, 'ansible.cfg'), ANSIBLE_FORKS=str(forks),
-               ANSIBLE_NOCOLOR='1',
-               ANSIBLE_COLLECTIONS_PATH=os.environ.get('ANSIBLE_COLLECTIONS_PATH', os.path.join(ROOT, '.collections')))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(tree, 'ansible.cfg'), ANSIBLE_FORKS=str(forks),
+               ANSIBLE_NOCOLOR='1', ANSIBLE_COLLECTIONS_PATH=collections_path(tree))
     with tempfile.NamedTemporaryFile('w', suffix='.json') as handle:
         json.dump(extra, handle)
         handle.flush()
         cpu, start = children_cpu(), time.monotonic()
-        proc = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', fleet.inventory, os.path.join(ROOT, name),
-                               '-e', '@' + handle.name], env=env, capture_output=True, text=True, check=False)
+        proc = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', fleet.inventory, os.path.join(tree, name),
+                               '-e', '@' + handle.name] + (['-vvv'] if verbose else []),
+                              env=env, capture_output=True, text=True, check=False)
         wall, cpu = time.monotonic() - start, children_cpu() - cpu
     if proc.returncode != 0:
         raise SystemExit('%s failed (rc %d):\n%s' % (name, proc.returncode, proc.stdout[-12000:]))
@@ -72,7 +82,40 @@ def playbook(fleet, name, extra, forks, ssh_log):
                 if host_name:
                     commands[host_name] += 1
                     break
-    return wall, cpu, recap, commands
+    per_task = collections.OrderedDict()
+    if verbose:
+        task = None
+        for line in proc.stdout.splitlines():
+            match = TASK.match(line)
+            if match:
+                task = match.group(1)
+                continue
+            match = SSH_EXEC.match(line)
+            if match and task is not None:
+                per_task[task] = per_task.get(task, 0) + 1
+        per_task = collections.OrderedDict((task, count / len(fleet.hosts)) for task, count in per_task.items())
+    return wall, cpu, recap, commands, per_task
+
+
+def collections_path(tree):
+    if tree == ROOT:
+        return os.environ.get('ANSIBLE_COLLECTIONS_PATH', os.path.join(ROOT, '.collections'))
+    return os.path.join(tree, '.collections')
+
+
+def export_revision(rev, directory):
+    """The tree of git revision ``rev`` under ``directory``, its collection built and installed there."""
+    tree = os.path.join(directory, 'baseline')
+    os.makedirs(tree)
+    archive = subprocess.run(['git', '-C', ROOT, 'archive', rev], capture_output=True, check=True).stdout
+    subprocess.run(['tar', '-x', '-C', tree], input=archive, check=True)
+    galaxy = os.path.join(BIN, 'ansible-galaxy')
+    subprocess.run([galaxy, 'collection', 'build', '--force', '--output-path', os.path.join(tree, 'build'), tree],
+                   check=True, capture_output=True)
+    tarball = [name for name in os.listdir(os.path.join(tree, 'build')) if name.endswith('.tar.gz')][0]
+    subprocess.run([galaxy, 'collection', 'install', '--force', '-p', collections_path(tree),
+                    os.path.join(tree, 'build', tarball)], check=True, capture_output=True)
+    return tree
 
 
 def server_pids(fleet):
@@ -80,7 +123,7 @@ def server_pids(fleet):
             for name in fleet.hosts}
 
 
-def measure(size, forks, speed):
+def measure(size, forks, speed, tree=ROOT, per_task=False):
     directory = tempfile.mkdtemp(prefix='llf-scale-', dir='/tmp')
     fleet = fleet_lib.Fleet(directory)
     ssh_log = os.path.join(directory, 'ssh-commands.log')
@@ -88,16 +131,18 @@ def measure(size, forks, speed):
     with open(wrapper, 'w', encoding='utf-8') as handle:
         handle.write(SSH_WRAPPER.format(log=ssh_log))
     os.chmod(wrapper, 0o755)
-    rows = []
+    rows, tasks = [], {}
     try:
         fleet.up(ns_hosts=size, die_with_parent=True)
         extra = deploy_vars(llmops_serial=size, ansible_ssh_executable=wrapper)
         extra['sglang_server_env'] = dict(extra['sglang_server_env'], SGLANG_SIM_SPEED=speed)
-        playbook(fleet, 'tests/sim/prepare_host.yml', extra, forks, ssh_log)
+        playbook(fleet, ROOT, 'tests/sim/prepare_host.yml', extra, forks, ssh_log)
         for label, name in (('first deploy', 'playbooks/deploy.yml'), ('no-op redeploy', 'playbooks/deploy.yml'),
                             ('stop', 'playbooks/stop.yml')):
             before = server_pids(fleet) if label == 'no-op redeploy' else None
-            wall, cpu, recap, commands = playbook(fleet, name, extra, forks, ssh_log)
+            wall, cpu, recap, commands, by_task = playbook(fleet, tree, name, extra, forks, ssh_log,
+                                                           verbose=per_task and before is not None)
+            tasks.update(by_task)
             hosts = sorted(fleet.hosts)
             if before is not None:
                 changed = {h: recap[h][1] for h in hosts if recap[h][1]}
@@ -110,7 +155,7 @@ def measure(size, forks, speed):
     finally:
         fleet.down()
         shutil.rmtree(directory, ignore_errors=True)
-    return rows
+    return rows, tasks
 
 
 def main():
@@ -118,14 +163,35 @@ def main():
     parser.add_argument('--sizes', type=int, nargs='+', default=[4, 16])
     parser.add_argument('--forks', type=int, default=50)
     parser.add_argument('--speed', default='0.05', help='SGLANG_SIM_SPEED of the simulated servers')
+    parser.add_argument('--baseline-rev', help='git revision whose collection and playbooks run too, for the ratio')
+    parser.add_argument('--tasks', action='store_true', help='SSH commands per host of each task of the no-op')
     args = parser.parse_args()
-    print('fleet_scale: namespace hosts with the SGLang SIMULATOR, one batch, forks %d' % args.forks)
-    header = ('N', 'run', 'wall s', 'ctl CPU s/host', 'tasks/host', 'skipped', 'ssh cmds/host')
-    print('%4s  %-15s %8s %14s %10s %8s %14s' % header)
-    for size in args.sizes:
-        for n, label, wall, cpu, ran, skipped, ssh_min, ssh_max in measure(size, args.forks, args.speed):
-            ssh = str(ssh_max) if ssh_min == ssh_max else '%d-%d' % (ssh_min, ssh_max)
-            print('%4d  %-15s %8.1f %14.2f %10d %8d %14s' % (n, label, wall, cpu, ran, skipped, ssh), flush=True)
+    work = tempfile.mkdtemp(prefix='llf-scale-rev-', dir='/tmp')
+    try:
+        trees = [('this checkout', ROOT)]
+        if args.baseline_rev:
+            trees.append((args.baseline_rev, export_revision(args.baseline_rev, work)))
+        print('fleet_scale: namespace hosts with the SGLang SIMULATOR (test-bed figures, not GPU figures), '
+              'one batch, forks %d' % args.forks)
+        header = ('N', 'tree', 'run', 'wall s', 'ctl CPU s/host', 'tasks/host', 'skipped', 'ssh cmds/host')
+        print('%4s  %-14s %-15s %8s %14s %10s %8s %14s' % header)
+        for size in args.sizes:
+            noop = {}
+            for label, tree in trees:
+                rows, tasks = measure(size, args.forks, args.speed, tree, args.tasks)
+                for n, run, wall, cpu, ran, skipped, ssh_min, ssh_max in rows:
+                    ssh = str(ssh_max) if ssh_min == ssh_max else '%d-%d' % (ssh_min, ssh_max)
+                    print('%4d  %-14s %-15s %8.1f %14.2f %10d %8d %14s' % (n, label, run, wall, cpu, ran, skipped, ssh),
+                          flush=True)
+                    if run == 'no-op redeploy':
+                        noop[label] = wall
+                for task, count in tasks.items():
+                    print('      no-op, %s: %5.1f SSH commands/host  %s' % (label, count, task), flush=True)
+            if len(noop) == 2:
+                print('%4d  no-op redeploy wall time, this checkout / %s: %.2f' % (size, args.baseline_rev,
+                      noop['this checkout'] / noop[args.baseline_rev]), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == '__main__':

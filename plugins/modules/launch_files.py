@@ -1,0 +1,366 @@
+#!/usr/bin/python
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: launch_files
+short_description: Compare or write a server's launch files on the host in one call
+version_added: 0.3.0
+author: llmops.serving maintainers (@llmops)
+description:
+  - Brings a set of files whose content was rendered on the controller (for example with
+    C(lookup('ansible.builtin.template', ...))), a set of directories and a set of paths that must not exist to the
+    wanted state in one module run, instead of one M(ansible.builtin.template), M(ansible.builtin.copy) or
+    M(ansible.builtin.file) task per path (each of them one or more SSH round trips).
+  - P(llmops.serving.sglang_server#role) runs it once in check mode in its plan (to decide whether the server must
+    restart) and once for real in its apply, only when the plan found a difference.
+  - A file is rewritten when its content, its mode or its owner differs. Each file is written to a temporary file
+    in its directory, with its mode and owner already set, synced and renamed over the old one, so it is never seen
+    half-written or with other rights.
+  - The files of O(secrets) are compared and written like those of O(files), but their content is never returned
+    or shown in a diff (the diff only says that the secret content changed).
+extends_documentation_fragment:
+  - llmops.serving.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports what would be created, written or removed (RV(changed_files)) and changes nothing.
+  diff_mode:
+    support: full
+    details: One diff per changed path; the content of O(secrets) files is replaced by a placeholder.
+  idempotent:
+    support: full
+options:
+  directories:
+    description: Directories to create when missing (parents included) and whose mode is set.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the directory.
+        type: path
+        required: true
+      mode:
+        description: Octal mode of the directory, as a string.
+        type: str
+        default: '0755'
+  files:
+    description: Files whose content is given here; their content may be returned in a diff.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the file. Its directory must exist or be listed in O(directories).
+        type: path
+        required: true
+      content:
+        description: The whole content of the file (a trailing newline is not added).
+        type: str
+        required: true
+      mode:
+        description: Octal mode of the file, as a string.
+        type: str
+        default: '0644'
+      owner:
+        description:
+          - Name of the user that owns the file. Empty - a new file belongs to the user running the module, an
+            existing one keeps its owner.
+          - When the user does not exist, check mode reports the file as changed (the user may be created before
+            the files are written); otherwise the module fails.
+        type: str
+        default: ''
+  secrets:
+    description:
+      - Files like those of O(files) whose content holds secrets (an environment file with tokens, an API key
+        file). Their content is marked C(no_log) and never appears in the result or a diff.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the file. Its directory must exist or be listed in O(directories).
+        type: path
+        required: true
+      content:
+        description: The whole content of the file (a trailing newline is not added).
+        type: str
+        required: true
+      mode:
+        description: Octal mode of the file, as a string.
+        type: str
+        default: '0600'
+      owner:
+        description: As the O(files[].owner) of O(files).
+        type: str
+        default: ''
+  absent:
+    description: Files that must not exist (removed when they do).
+    type: list
+    elements: path
+    default: []
+  users:
+    description:
+      - Users the files and the server need, with the groups each must be in. The module creates no user; it only
+        reports in RV(users_to_fix) those that are missing or not in one of their groups, so that a user task runs
+        only then.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: Name of the user.
+        type: str
+        required: true
+      groups:
+        description: Groups (names) the user must be a member of.
+        type: list
+        elements: str
+        default: []
+notes:
+  - The paths of O(files), O(secrets) and O(absent) must be distinct.
+seealso:
+  - module: ansible.builtin.template
+  - module: llmops.serving.last_good_config
+'''
+
+EXAMPLES = r'''
+- name: Compare the launch files with the host's (the plan; nothing is written)
+  llmops.serving.launch_files:
+    directories:
+      - path: /etc/llmops
+      - path: /var/log/llmops
+    files:
+      - path: /etc/llmops/sglang-main.sh
+        content: "{{ lookup('ansible.builtin.template', 'launch.sh.j2') }}"
+        mode: '0755'
+    secrets:
+      - path: /etc/llmops/sglang-main.env
+        content: "{{ lookup('ansible.builtin.template', 'env.j2') }}"
+      - path: /etc/llmops/sglang-main.key
+        content: "{{ api_key }}\n"
+        owner: sglang
+    users:
+      - name: sglang
+        groups: [video]
+  check_mode: true
+  changed_when: false
+  register: compared
+
+- name: Write them where the plan found a difference
+  llmops.serving.launch_files:
+    files:
+      - path: /etc/llmops/sglang-main.sh
+        content: "{{ lookup('ansible.builtin.template', 'launch.sh.j2') }}"
+        mode: '0755'
+    absent:
+      - /etc/llmops/sglang-main.key
+  when: compared.changed_files | length > 0
+'''
+
+RETURN = r'''
+changed_files:
+  description: The paths created, rewritten (content, mode or owner) or removed; in check mode those that would be.
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/llmops/sglang-main.sh]
+users_to_fix:
+  description: The names of O(users) that do not exist or are not in one of their O(users[].groups).
+  returned: always
+  type: list
+  elements: str
+  sample: [sglang]
+'''
+
+import grp
+import os
+import pwd
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
+
+FILE_SPEC = dict(
+    path=dict(type='path', required=True),
+    content=dict(type='str', required=True),
+    mode=dict(type='str', default='0644'),
+    owner=dict(type='str', default=''),
+)
+SECRET_SPEC = dict(FILE_SPEC, content=dict(type='str', required=True, no_log=True), mode=dict(type='str', default='0600'))
+ARGUMENT_SPEC = dict(
+    directories=dict(type='list', elements='dict', default=[],
+                     options=dict(path=dict(type='path', required=True), mode=dict(type='str', default='0755'))),
+    files=dict(type='list', elements='dict', default=[], options=FILE_SPEC),
+    # The list itself is no secret (its paths and modes may show); each content is no_log.
+    secrets=dict(type='list', elements='dict', default=[], options=SECRET_SPEC, no_log=False),
+    absent=dict(type='list', elements='path', default=[]),
+    users=dict(type='list', elements='dict', default=[],
+               options=dict(name=dict(type='str', required=True), groups=dict(type='list', elements='str', default=[]))),
+)
+SECRET_PLACEHOLDER = '(content not shown: it holds secrets)\n'
+
+
+def parse_mode(text, path):
+    try:
+        mode = int(str(text), 8)
+    except ValueError:
+        raise ValueError('mode %r of %s is not an octal number' % (text, path))
+    if not 0 <= mode <= 0o7777:
+        raise ValueError('mode %r of %s is out of range' % (text, path))
+    return mode
+
+
+def lookup_uid(owner):
+    """uid of ``owner``; None when the user does not exist."""
+    try:
+        return pwd.getpwnam(owner).pw_uid
+    except KeyError:
+        return None
+
+
+def attributes(mode, uid):
+    return 'mode %04o, owner %s\n' % (mode, owner_name(uid))
+
+
+def owner_name(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+class Plan(object):
+    """What the module changes (or would change), and the diffs that show it."""
+
+    def __init__(self, module):
+        self.module = module
+        self.changed_files = []
+        self.diffs = []
+
+    def note(self, path, before, after, header_suffix=''):
+        self.changed_files.append(path)
+        self.diffs.append(dict(before_header=path + header_suffix, after_header=path + header_suffix,
+                               before=before, after=after))
+
+    def directory(self, item):
+        path, mode = item['path'], parse_mode(item['mode'], item['path'])
+        try:
+            current = os.stat(path)
+        except FileNotFoundError:
+            current = None
+        if current is not None and not stat.S_ISDIR(current.st_mode):
+            raise ValueError('%s exists and is not a directory' % path)
+        if current is not None and stat.S_IMODE(current.st_mode) == mode:
+            return
+        before = 'absent\n' if current is None else 'directory, mode %04o\n' % stat.S_IMODE(current.st_mode)
+        self.note(path, before, 'directory, mode %04o\n' % mode)
+        if not self.module.check_mode:
+            os.makedirs(path, mode=mode, exist_ok=True)
+            os.chmod(path, mode)
+
+    def file(self, item, secret):
+        path, mode, wanted = item['path'], parse_mode(item['mode'], item['path']), item['content'].encode('utf-8')
+        uid = lookup_uid(item['owner']) if item['owner'] else -1
+        if uid is None and not self.module.check_mode:
+            raise ValueError('owner %s of %s does not exist on this host' % (item['owner'], path))
+        try:
+            current = os.stat(path)
+        except FileNotFoundError:
+            current = None
+        if current is not None and not stat.S_ISREG(current.st_mode):
+            raise ValueError('%s exists and is not a regular file' % path)
+        content = None
+        if current is not None:
+            with open(path, 'rb') as handle:
+                content = handle.read()
+        same_owner = uid == -1 or (current is not None and current.st_uid == uid)
+        if content == wanted and stat.S_IMODE(current.st_mode) == mode and same_owner:
+            return
+        if content != wanted:
+            before = '' if content is None else content.decode('utf-8', errors='replace')
+            after = wanted.decode('utf-8')
+            if secret:
+                before, after = ('' if content is None else '(old) ' + SECRET_PLACEHOLDER), '(new) ' + SECRET_PLACEHOLDER
+            self.note(path, before, after)
+        if current is not None and (stat.S_IMODE(current.st_mode) != mode or not same_owner):
+            wanted_owner = item['owner'] or owner_name(current.st_uid)
+            change = (attributes(stat.S_IMODE(current.st_mode), current.st_uid), 'mode %04o, owner %s\n' % (mode, wanted_owner))
+            if content == wanted:
+                self.note(path, *change, header_suffix=' (mode, owner)')
+            else:
+                self.diffs.append(dict(before_header=path + ' (mode, owner)', after_header=path + ' (mode, owner)',
+                                       before=change[0], after=change[1]))
+        if self.module.check_mode:
+            return
+        if uid == -1 and current is not None:
+            uid, gid = current.st_uid, current.st_gid
+        else:
+            gid = -1
+        if content == wanted:
+            os.chmod(path, mode)
+            os.chown(path, uid, gid)
+        else:
+            write_atomically(path, wanted, mode, uid, gid)
+
+    def absent(self, path):
+        if not os.path.lexists(path):
+            return
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise ValueError('%s is a directory: only files are removed' % path)
+        self.note(path, 'present\n', 'absent\n')
+        if not self.module.check_mode:
+            os.unlink(path)
+
+
+def users_to_fix(users):
+    """Names of ``users`` that are missing or not in one of their groups."""
+    out = []
+    for user in users:
+        try:
+            entry = pwd.getpwnam(user['name'])
+        except KeyError:
+            out.append(user['name'])
+            continue
+        member_of = set(group.gr_name for group in grp.getgrall() if user['name'] in group.gr_mem)
+        try:
+            member_of.add(grp.getgrgid(entry.pw_gid).gr_name)
+        except KeyError:
+            pass
+        if set(user['groups']) - member_of:
+            out.append(user['name'])
+    return out
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    paths = [item['path'] for item in params['files'] + params['secrets']] + params['absent']
+    repeated = sorted(set(path for path in paths if paths.count(path) > 1))
+    if repeated:
+        module.fail_json(msg='these paths are listed more than once: %s' % ', '.join(repeated))
+    plan = Plan(module)
+    try:
+        for item in params['directories']:
+            plan.directory(item)
+        for item in params['files']:
+            plan.file(item, secret=False)
+        for item in params['secrets']:
+            plan.file(item, secret=True)
+        for path in params['absent']:
+            plan.absent(path)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg='launch files: %s' % exc, changed_files=plan.changed_files)
+    result = dict(changed=plan.changed_files != [], changed_files=plan.changed_files,
+                  users_to_fix=users_to_fix(params['users']))
+    if module._diff and plan.diffs:
+        result['diff'] = plan.diffs
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -242,7 +242,9 @@ def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
     # apply shows the change.
     sections = result.stdout.split('TASK [')
     files = [section for section in sections if section.startswith('llmops.serving.sglang_server : Write the configuration')]
-    assert len(files) == 2 and 'changed: [' not in files[0] and 'changed: [ns1]' in files[1], files
+    ns1 = [section for section in files if '[ns1]' in section]
+    assert len(ns1) == 2 and 'changed: [' not in ns1[0] and '--- before' not in ns1[0], ns1
+    assert 'changed: [ns1]' in ns1[1] and '+    --speculative-num-steps 4' in ns1[1], ns1
     assert server_pids(fleet) == before
     assert '--speculative-num-draft-tokens 16' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-main.sh').stdout
 

@@ -76,8 +76,8 @@ def test_reclaims_only_matching_processes(gpus8, run_playbook):
     assert 'stopped pid %d (TERM, exited)' % trainer in real.stdout
     assert 'stopped pid %d (TERM+KILL, exited)' % stubborn in real.stdout
     assert set(holders(fleet)) == {other}
-    for words in ('GPU 3: used 40009 MiB > max_used_mib 1024', 'pid %d (40000 MiB' % other, '--name other-job',
-                  'not matched by any reclaim pattern'):
+    for words in ('GPU 3 held by pid %d (user ' % other, ', 40000 MiB): ', '--name other-job',
+                  'not matched by any reclaim pattern; used 40009 MiB > max_used_mib 1024'):
         assert words in real.stdout, words
     assert time.monotonic() - start < 60
 

@@ -83,11 +83,12 @@ run_stage() {
 # The quick stages run side by side (they mostly wait on processes, and 2 cores sit idle),
 # together with the vLLM venv's installation; the slow stages then run one at a time,
 # alone on the machine, since their tests time servers.
+is_quick() { case $1 in unit | sanity | lint | build) return 0 ;; *) return 1 ;; esac; }
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 quick=()
 for s in "${stages[@]}"; do
-  case $s in unit | sanity | lint | build) quick+=("$s"); run_stage "$s" >"$logs/$s" 2>&1 & ;; esac
+  if is_quick "$s"; then quick+=("$s"); run_stage "$s" >"$logs/$s" 2>&1 & fi
 done
 case " ${stages[*]} " in *" integration "* | *" engines "*) tests/engines/install_vllm.sh >"$logs/vllm" 2>&1 & ;; esac
 wait
@@ -99,7 +100,7 @@ for s in "${quick[@]}"; do
   [[ ${result[$s]} == ok* ]] || failed=1
 done
 for s in "${stages[@]}"; do
-  case $s in unit | sanity | lint | build) continue ;; esac
+  is_quick "$s" && continue
   echo "=== stage: $s ==="
   run_stage "$s" 2>&1 | tee "$logs/$s"
   result[$s]=$(tail -n 1 "$logs/$s")

@@ -63,7 +63,12 @@ def health_timeline(sim, until=READY, timeout=20.0):
         status = sim.get('/health', timeout=5)[0]
         if not seen or seen[-1] != status:
             seen.append(status)
-        if status == 200 or sim.proc.poll() is not None:
+        if status == 200:
+            break
+        if sim.proc.poll() is not None:  # the last probe may have answered just before the exit
+            final = sim.get('/health', timeout=5)[0]
+            if final != seen[-1]:
+                seen.append(final)
             break
         time.sleep(0.01)
     return seen
@@ -426,10 +431,11 @@ def test_adaptive_tiers_draft_per_batch_size(start_sim, tmp_path):
     info = sim.json('/server_info')
     assert (info['speculative_adaptive'], info['speculative_adaptive_config']) == (True, str(config))
     assert 'AdaptiveSpeculativeParams initialized: 1: steps 15 of [15], 32: steps 4 of [4]' in sim.log()
-    alone = sim.json('/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 256}})['meta_info']
+    alone = sim.json('/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 1024}})['meta_info']
     batch = [r['meta_info'] for r in sim.json('/generate', {'text': ['x'] * 32, 'sampling_params': {'max_new_tokens': 256}})]
     accept = sorted(m['spec_accept_length'] for m in batch)
-    assert alone['spec_accept_length'] > 6.5
+    # above 5, the most that 4 steps can accept: the lone request ran the tier of batch 1 (steps 15)
+    assert alone['spec_accept_length'] > 5.0
     assert accept[len(accept) // 2] < 5.5
     sim.stop()
     config.write_text(json.dumps({'steps': [1, 3]}))

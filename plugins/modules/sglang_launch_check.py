@@ -58,6 +58,14 @@ options:
       - A cache file that cannot be read is ignored and rewritten. Nothing is written in check mode.
       - Unset, C(--help) runs every time.
     type: path
+  paths:
+    description:
+      - Paths that must exist on the host (the model, the drafter), by the name an error should give them (for
+        example the variable that set them). The missing ones are returned in RV(missing_paths); when one is
+        missing, the engine is not probed and the caller is expected to fail on them.
+      - Checking them here spares a separate M(ansible.builtin.stat) round trip per path.
+    type: dict
+    default: {}
 '''
 
 EXAMPLES = r'''
@@ -70,13 +78,21 @@ EXAMPLES = r'''
   llmops.serving.sglang_launch_check:
     python: /opt/sglang/bin/python
     argv: [--model-path, /models/llama, --cuda-graph-max-bs, '8']
+
+- name: Detect SGLang, check that the model is on the host and see whether systemd runs the host
+  llmops.serving.sglang_launch_check:
+    python: /opt/sglang/bin/python
+    paths:
+      model: /models/llama
+  register: sglang_cli
+  failed_when: sglang_cli.missing_paths | length > 0
 '''
 
 RETURN = r'''
 version:
   description: Version of the installed engine.
   type: str
-  returned: success
+  returned: when no path of O(paths) is missing
   sample: 0.5.15.post1
 cli:
   description: >-
@@ -84,11 +100,23 @@ cli:
     C(choices) and, for an option that takes other than one value, C(nargs) (including the SGLang options
     of that version whose help is hidden); the input of P(llmops.serving.launch_argv#filter)'s O(llmops.serving.launch_argv#filter:options).
   type: dict
-  returned: success
+  returned: when no path of O(paths) is missing
 help_cached:
   description: Whether the option list came from O(help_cache_dir) instead of running C(--help).
   type: bool
+  returned: when no path of O(paths) is missing
+missing_paths:
+  description: The entries of O(paths) that do not exist on the host, by name.
+  type: dict
   returned: success
+  sample: {sglang_server_model_path: /models/nowhere}
+service_mgr:
+  description: >-
+    V(systemd) when systemd manages the host (C(/proc/1/comm) is C(systemd) or C(/run/systemd/system) exists, the
+    tests of Ansible's C(service_mgr) fact), V(other) otherwise; spares a fact-gathering round trip.
+  type: str
+  returned: success
+  sample: systemd
 '''
 
 import hashlib
@@ -130,7 +158,20 @@ ARGUMENT_SPEC = dict(
     env=dict(type='dict', default={}),
     argv=dict(type='list', elements='str'),
     help_cache_dir=dict(type='path'),
+    paths=dict(type='dict', default={}),
 )
+
+SYSTEMD_CANARIES = ('/run/systemd/system/', '/dev/.run/systemd/', '/dev/.systemd/')
+
+
+def service_manager():
+    try:
+        with open('/proc/1/comm', encoding='utf-8') as handle:
+            if handle.read().strip() == 'systemd':
+                return 'systemd'
+    except OSError:
+        pass
+    return 'systemd' if any(os.path.isdir(path) for path in SYSTEMD_CANARIES) else 'other'
 
 
 def help_cache_path(cache_dir, python, engine, version, installation, env):
@@ -169,6 +210,11 @@ def main():
         supports_check_mode=True,
     )
     python, engine = module.params['python'], module.params['engine']
+    host = dict(changed=False, service_mgr=service_manager(),
+                missing_paths=dict((name, path) for name, path in module.params['paths'].items()
+                                   if not os.path.exists(path)))
+    if host['missing_paths']:
+        module.exit_json(**host)
     # The role variable the python comes from, so that the message says what to set.
     where = ('set sglang_server_python to the interpreter (or virtualenv) that has %s installed '
              '(playbooks/install.yml installs it into /opt/llmops/sglang-venv)' % engine)
@@ -203,7 +249,7 @@ def main():
             module.fail_json(msg='python -m %s --help printed no options: cannot check flags' % server_module)
         if cache and not module.check_mode:
             write_help_cache(cache, options)
-    result = dict(changed=False, version=version, help_cached=cached,
+    result = dict(host, version=version, help_cached=cached,
                   cli=dict(engine=engine, version=version, module=server_module, options=options))
     if module.params['argv'] is not None:
         try:

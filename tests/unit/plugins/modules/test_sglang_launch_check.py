@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
 import os
 import sys
@@ -97,3 +99,36 @@ def test_help_cache_notices_a_reinstalled_release(capsys, tmp_path):
     assert run(capsys, python=sys.executable, env=env, help_cache_dir=cache)['help_cached']
     (dist / 'RECORD').write_text('sglang/__init__.py,sha256=two,10\n')
     assert not run(capsys, python=sys.executable, env=env, help_cache_dir=cache)['help_cached']
+
+
+def test_missing_paths_are_named_and_nothing_is_probed(capsys, tmp_path):
+    model = tmp_path / 'model'
+    model.mkdir()
+    paths = {'sglang_server_model_path': str(model), 'sglang_server_speculative_draft_model_path': '/nonexistent/drafter'}
+    # an interpreter that does not exist: a missing path is reported before the engine is probed
+    result = run(capsys, python='/nonexistent/bin/python', paths=paths)
+    assert not result.get('failed'), result
+    assert result['missing_paths'] == {'sglang_server_speculative_draft_model_path': '/nonexistent/drafter'}
+    assert 'version' not in result
+
+    result = run(capsys, python=sys.executable, env={'PYTHONPATH': SIM}, paths={'model': str(model)})
+    assert result['missing_paths'] == {} and result['version'] == '0.5.15.post1'
+
+
+@pytest.mark.parametrize('comm, canary, expected', [
+    ('systemd\n', False, 'systemd'), ('bash\n', True, 'systemd'), ('bash\n', False, 'other'), (None, False, 'other'),
+])
+def test_service_manager_as_ansibles_fact_decides(monkeypatch, comm, canary, expected):
+    real_open = builtins.open
+
+    def fake_open(path, *args, **kwargs):
+        if path == '/proc/1/comm':
+            if comm is None:
+                raise PermissionError(path)
+            return io.StringIO(comm)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, 'open', fake_open)
+    monkeypatch.setattr(sglang_launch_check.os.path, 'isdir',
+                        lambda path: canary and path == '/run/systemd/system/')
+    assert sglang_launch_check.service_manager() == expected

@@ -125,15 +125,12 @@ changed_since_record:
   elements: str
 '''
 
-import base64
-import hashlib
-import json
 import os
-import struct
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
+from ansible_collections.llmops.serving.plugins.module_utils._last_good import (
+    DEFAULT_STATE_DIR, Record, _content, fingerprint, matches, read_file, recorded_files)
 
 ARGUMENT_SPEC = dict(
     name=dict(type='str', required=True),
@@ -141,82 +138,8 @@ ARGUMENT_SPEC = dict(
     files=dict(type='list', elements='path'),
     metadata=dict(type='dict', default={}),
     fingerprints=dict(type='list', elements='path', default=[]),
-    state_dir=dict(type='path', default='/var/lib/llmops/last-good'),
+    state_dir=dict(type='path', default=DEFAULT_STATE_DIR),
 )
-
-
-def read_file(path):
-    """(content bytes, mode) of ``path``, or (None, None) when it does not exist."""
-    try:
-        with open(path, 'rb') as handle:
-            return handle.read(), os.fstat(handle.fileno()).st_mode & 0o7777
-    except FileNotFoundError:
-        return None, None
-
-
-MAX_HEADER_BYTES = 100 * 1024 * 1024
-
-
-def _digest(path):
-    """SHA-256 of a safetensors file's header (length prefix included), or of a whole config.json."""
-    with open(path, 'rb') as handle:
-        if not path.endswith('.safetensors'):
-            return hashlib.sha256(handle.read()).hexdigest()
-        prefix = handle.read(8)
-        length = struct.unpack('<Q', prefix)[0] if len(prefix) == 8 else 0
-        return hashlib.sha256(prefix + handle.read(min(length, MAX_HEADER_BYTES))).hexdigest()
-
-
-def fingerprint(paths):
-    """``{file: {size, mtime_ns, sha256}}`` of the safetensors files and config.json files in ``paths``."""
-    files = []
-    for path in paths:
-        if os.path.isdir(path):
-            files.extend(os.path.join(path, name) for name in sorted(os.listdir(path))
-                         if name.endswith('.safetensors') or name == 'config.json')
-        elif os.path.exists(path):
-            files.append(path)
-    out = {}
-    for path in files:
-        stat = os.stat(path)
-        out[path] = dict(size=stat.st_size, mtime_ns=stat.st_mtime_ns, sha256=_digest(path))
-    return out
-
-
-def _content(prints):
-    """What a fingerprint compares on: size and hash (a touched mtime alone is no change)."""
-    return {path: (item.get('size'), item.get('sha256')) for path, item in (prints or {}).items()}
-
-
-class Record(object):
-    """The JSON record of one server: {"recorded_at", "metadata", "files": [{"path", "mode", "content"}]}."""
-
-    def __init__(self, state_dir, name):
-        if not name or '/' in name or name.startswith('.'):
-            raise ValueError('name must be a plain file name, got %r' % name)
-        self.state_dir = state_dir
-        self.path = os.path.join(state_dir, '%s.json' % name)
-
-    def load(self):
-        try:
-            with open(self.path, encoding='utf-8') as handle:
-                data = json.load(handle)
-        except FileNotFoundError:
-            return None
-        except ValueError as exc:
-            raise ValueError('%s is not a valid record: %s' % (self.path, exc))
-        for item in data['files']:
-            item['content'] = base64.b64decode(item['content'])
-        return data
-
-    def save(self, files, metadata, fingerprints):
-        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-        os.chmod(self.state_dir, 0o700)
-        data = dict(recorded_at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()), metadata=metadata,
-                    fingerprints=fingerprints,
-                    files=[dict(path=path, mode=mode, content=base64.b64encode(content).decode('ascii'))
-                           for path, (content, mode) in files.items()])
-        write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode(), 0o600)
 
 
 def record(module, store, old):
@@ -229,11 +152,10 @@ def record(module, store, old):
         if content is None:
             module.fail_json(msg='cannot record %s for server %s: the file does not exist' % (path, params['name']))
         files[path] = (content, mode)
-    before = {item['path']: (item['content'], item['mode']) for item in old['files']} if old else {}
+    before = recorded_files(old)
     changed_files = sorted(path for path in files if before.get(path) != files[path])
     prints = fingerprint(params['fingerprints'])
-    changed = (old is None or changed_files != [] or set(before) != set(files)
-               or old['metadata'] != params['metadata'] or _content(old.get('fingerprints')) != _content(prints))
+    changed = not matches(old, files, params['metadata'], prints)
     if changed and not module.check_mode:
         store.save(files, params['metadata'], prints)
     new = store.load() if not module.check_mode else old

@@ -22,6 +22,10 @@ description:
     half-written or with other rights.
   - The files of O(secrets) are compared and written like those of O(files), but their content is never returned
     or shown in a diff (the diff only says that the secret content changed).
+  - With O(last_good), the same run also tells (RV(last_good)) whether the server's last good record, written by
+    M(llmops.serving.last_good_config), already holds what would be recorded once these files have their wanted
+    content and modes. P(llmops.serving.sglang_server#role) uses it in its plan to skip the drafter check and the
+    record task on a no-op redeploy, with no extra SSH round trip.
 extends_documentation_fragment:
   - llmops.serving.attributes
 attributes:
@@ -121,6 +125,44 @@ options:
         type: list
         elements: str
         default: []
+  last_good:
+    description:
+      - Compares the last good record of server O(last_good.name), read-only, with what
+        M(llmops.serving.last_good_config) would record with O(last_good.files), O(last_good.metadata) and
+        O(last_good.fingerprints) after this run has brought the files to their wanted content and modes (the
+        content and mode given here are compared, not the host's files). The answer is RV(last_good).
+      - The record is never written, and the comparison is the same in check mode.
+      - An unreadable or invalid record gives a warning and RV(last_good.current=false); it does not fail the
+        module.
+    type: dict
+    suboptions:
+      name:
+        description: Name of the server, as the O(llmops.serving.last_good_config#module:name) of its record.
+        type: str
+        required: true
+      state_dir:
+        description: Directory of the records, as the O(llmops.serving.last_good_config#module:state_dir).
+        type: path
+        default: /var/lib/llmops/last-good
+      files:
+        description:
+          - The paths the record holds. Each must be the path of one of O(files) or O(secrets), otherwise the module
+            fails naming it.
+        type: list
+        elements: path
+        required: true
+      metadata:
+        description: The metadata that would be recorded, compared with the recorded one.
+        type: dict
+        default: {}
+      fingerprints:
+        description:
+          - Files or directories (a drafter checkpoint) whose fingerprint (size and SHA-256 of each
+            C(*.safetensors) header and C(config.json)) would be recorded, compared with the recorded one as
+            M(llmops.serving.last_good_config) does.
+        type: list
+        elements: path
+        default: []
 notes:
   - The paths of O(files), O(secrets) and O(absent) must be distinct.
 seealso:
@@ -160,6 +202,27 @@ EXAMPLES = r'''
     absent:
       - /etc/llmops/sglang-main.key
   when: compared.changed_files | length > 0
+
+- name: Compare the launch files and tell whether the last good record already holds them
+  llmops.serving.launch_files:
+    files:
+      - path: /etc/llmops/sglang-main.sh
+        content: "{{ lookup('ansible.builtin.template', 'launch.sh.j2') }}"
+        mode: '0755'
+    secrets:
+      - path: /etc/llmops/sglang-main.env
+        content: "{{ lookup('ansible.builtin.template', 'env.j2') }}"
+    last_good:
+      name: main
+      files: [/etc/llmops/sglang-main.env, /etc/llmops/sglang-main.sh]
+      metadata:
+        version: 0.5.15.post1
+        depth: 16
+      fingerprints: [/models/drafter]
+  check_mode: true
+  changed_when: false
+  register: compared
+# compared.last_good.current: the record task (and the drafter check) can be skipped
 '''
 
 RETURN = r'''
@@ -175,6 +238,24 @@ users_to_fix:
   type: list
   elements: str
   sample: [sglang]
+last_good:
+  description: What O(last_good) found (only booleans; no content is returned).
+  returned: when O(last_good) is set
+  type: dict
+  contains:
+    found:
+      description: Whether a record of server O(last_good.name) exists.
+      type: bool
+      returned: success
+    current:
+      description:
+        - Whether M(llmops.serving.last_good_config) with O(last_good.files), O(last_good.metadata) and
+          O(last_good.fingerprints) would change nothing once the files have their wanted content and modes - the
+          recorded paths, contents and modes, metadata and fingerprints (size and hash) are the same.
+        - False when there is no record or it cannot be read.
+      type: bool
+      returned: success
+  sample: {found: true, current: true}
 '''
 
 import grp
@@ -184,6 +265,8 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
+from ansible_collections.llmops.serving.plugins.module_utils._last_good import (
+    DEFAULT_STATE_DIR, Record, fingerprint, matches)
 
 FILE_SPEC = dict(
     path=dict(type='path', required=True),
@@ -201,8 +284,20 @@ ARGUMENT_SPEC = dict(
     absent=dict(type='list', elements='path', default=[]),
     users=dict(type='list', elements='dict', default=[],
                options=dict(name=dict(type='str', required=True), groups=dict(type='list', elements='str', default=[]))),
+    last_good=dict(type='dict', options=dict(
+        name=dict(type='str', required=True),
+        state_dir=dict(type='path', default=DEFAULT_STATE_DIR),
+        files=dict(type='list', elements='path', required=True),
+        metadata=dict(type='dict', default={}),
+        fingerprints=dict(type='list', elements='path', default=[]),
+    )),
 )
 SECRET_PLACEHOLDER = '(content not shown: it holds secrets)\n'
+
+
+def wanted_state(item):
+    """(content bytes, mode) that a file of O(files) or O(secrets) is brought to."""
+    return item['content'].encode('utf-8'), parse_mode(item['mode'], item['path'])
 
 
 def parse_mode(text, path):
@@ -264,7 +359,8 @@ class Plan(object):
             os.chmod(path, mode)
 
     def file(self, item, secret):
-        path, mode, wanted = item['path'], parse_mode(item['mode'], item['path']), item['content'].encode('utf-8')
+        path = item['path']
+        wanted, mode = wanted_state(item)
         uid = lookup_uid(item['owner']) if item['owner'] else -1
         if uid is None and not self.module.check_mode:
             raise ValueError('owner %s of %s does not exist on this host' % (item['owner'], path))
@@ -336,6 +432,23 @@ def users_to_fix(users):
     return out
 
 
+def last_good_state(module, store, wanted):
+    """``{found, current}`` of the record ``store`` of O(last_good) against the files of ``wanted`` ({path: item});
+    an unreadable or invalid record is a warning, and not current."""
+    options = module.params['last_good']
+    found = False
+    try:
+        found = os.path.exists(store.path)
+        old = store.load()
+        files = {path: wanted_state(wanted[path]) for path in options['files']}
+        current = matches(old, files, options['metadata'], fingerprint(options['fingerprints']))
+    except (OSError, ValueError) as exc:
+        module.warn('the last good record of server %s cannot be compared (taken as not current): %s'
+                    % (options['name'], exc))
+        current = False
+    return dict(found=found, current=current)
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
@@ -343,6 +456,17 @@ def main():
     repeated = sorted(set(path for path in paths if paths.count(path) > 1))
     if repeated:
         module.fail_json(msg='these paths are listed more than once: %s' % ', '.join(repeated))
+    wanted = {item['path']: item for item in params['files'] + params['secrets']}
+    store = None
+    if params['last_good']:
+        unknown = [path for path in params['last_good']['files'] if path not in wanted]
+        if unknown:
+            module.fail_json(msg='last_good.files must be paths of files or secrets; not among them: %s'
+                                 % ', '.join(unknown))
+        try:
+            store = Record(params['last_good']['state_dir'], params['last_good']['name'])
+        except ValueError as exc:
+            module.fail_json(msg='last_good: %s' % exc)
     plan = Plan(module)
     try:
         for item in params['directories']:
@@ -357,6 +481,8 @@ def main():
         module.fail_json(msg='launch files: %s' % exc, changed_files=plan.changed_files)
     result = dict(changed=plan.changed_files != [], changed_files=plan.changed_files,
                   users_to_fix=users_to_fix(params['users']))
+    if store is not None:
+        result['last_good'] = last_good_state(module, store, wanted)
     if module._diff and plan.diffs:
         result['diff'] = plan.diffs
     module.exit_json(**result)

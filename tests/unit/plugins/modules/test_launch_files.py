@@ -1,5 +1,6 @@
 """Tests of plugins/modules/launch_files.py: one run compares or writes directories, files, secrets
-and absent paths; check mode, diff (secrets never shown), idempotence, owners, atomic writes."""
+and absent paths; check mode, diff (secrets never shown), idempotence, owners, atomic writes; and
+last_good, whether the last good record (last_good_config) already holds the wanted files."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import stat
 
 import pytest
 
-from ansible_collections.llmops.serving.plugins.modules import launch_files
-from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
+from ansible_collections.llmops.serving.plugins.modules import last_good_config, launch_files
+from ansible_collections.llmops.serving.tests.unit._drafter_factory import write_drafter
+from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import record_warnings, run_main
 
 SECRET = 'sk-very-secret-key-1234'
 
@@ -156,3 +158,113 @@ def test_a_failed_write_leaves_the_old_file_whole(capsys, tmp_path, wanted, monk
     assert result['failed'] and 'No space left' in result['msg']
     assert script.read_text() == 'exec server \\\n    --depth 16\n'
     assert sorted(os.listdir(script.parent)) == ['main.env', 'main.key', 'main.sh']
+
+
+@pytest.fixture
+def recorded(capsys, tmp_path, wanted):
+    """``wanted`` written, and recorded by last_good_config with a drafter fingerprint; its ``last_good`` option
+    asks about that record."""
+    run(capsys, **wanted)
+    drafter = tmp_path / 'drafter'
+    write_drafter(str(drafter))
+    last_good = dict(name='main', state_dir=str(tmp_path / 'state'), metadata={'version': '0.5.15', 'depth': 16},
+                     files=[wanted['secrets'][0]['path'], wanted['files'][0]['path']], fingerprints=[str(drafter)])
+    record = run_main(last_good_config.main, capsys, state='recorded', **last_good)[0]
+    assert record['changed'] and len(record['fingerprints']) == 2
+    return dict(wanted, last_good=last_good)
+
+
+def would_record(capsys, case):
+    """last_good_config state=recorded, in check mode, with the files, metadata and fingerprints of ``case``."""
+    return run_main(last_good_config.main, capsys, _ansible_check_mode=True, state='recorded', **case['last_good'])[0]
+
+
+@pytest.mark.parametrize('check', [True, False])
+def test_last_good_is_current_for_the_files_and_metadata_recorded(capsys, recorded, check):
+    result, out = run(capsys, check=check, **recorded)
+    assert result['last_good'] == dict(found=True, current=True) and not result['changed']
+    assert SECRET not in out
+    assert not would_record(capsys, recorded)['changed']
+
+
+def test_last_good_compares_the_wanted_files_not_the_hosts(capsys, recorded):
+    """The host's file differs but will be brought to the recorded content: current. The record is not written."""
+    script = recorded['files'][0]['path']
+    with open(script, 'w', encoding='utf-8') as handle:
+        handle.write('edited by hand\n')
+    os.chmod(script, 0o644)
+    record = os.path.join(recorded['last_good']['state_dir'], 'main.json')
+    before = os.stat(record).st_mtime_ns
+    result = run(capsys, check=True, **recorded)[0]
+    assert result['changed_files'] == [script] and result['last_good'] == dict(found=True, current=True)
+    assert os.stat(record).st_mtime_ns == before
+
+
+def _other_metadata(case, tmp_path):
+    case['last_good']['metadata']['depth'] = 5
+
+
+def _other_script(case, tmp_path):
+    case['files'][0]['content'] += '# changed\n'
+
+
+def _other_secret(case, tmp_path):
+    case['secrets'][0]['content'] = 'TOKEN=%s-rotated\n' % SECRET
+
+
+def _other_mode(case, tmp_path):
+    case['files'][0]['mode'] = '0750'
+
+
+def _other_drafter_header(case, tmp_path):
+    write_drafter(str(tmp_path / 'drafter'), spelling='midlayer')  # a drafter fix renames the layers
+
+
+def _other_drafter_config(case, tmp_path):
+    config = tmp_path / 'drafter' / 'config.json'
+    config.write_text(config.read_text().replace('"num_hidden_layers": 1', '"num_hidden_layers": 2'))
+
+
+def _fewer_files(case, tmp_path):
+    case['last_good']['files'] = case['last_good']['files'][:1]
+
+
+@pytest.mark.parametrize('change', [_other_metadata, _other_script, _other_secret, _other_mode,
+                                    _other_drafter_header, _other_drafter_config, _fewer_files])
+@pytest.mark.parametrize('check', [True, False])
+def test_last_good_is_not_current_when_a_recorded_part_differs(capsys, tmp_path, recorded, change, check):
+    change(recorded, tmp_path)
+    result, out = run(capsys, check=check, **recorded)
+    assert result['last_good'] == dict(found=True, current=False)
+    assert SECRET not in out
+    if not check:  # last_good_config agrees: recording now that the files are written would change the record
+        assert would_record(capsys, recorded)['changed']
+
+
+@pytest.mark.parametrize('check', [True, False])
+def test_last_good_without_a_record_is_not_found(capsys, tmp_path, wanted, check):
+    last_good = dict(name='main', state_dir=str(tmp_path / 'state'), files=[wanted['files'][0]['path']])
+    result = run(capsys, check=check, last_good=last_good, **wanted)[0]
+    assert result['last_good'] == dict(found=False, current=False)
+    assert not (tmp_path / 'state').exists()
+
+
+def test_without_the_option_nothing_is_returned_about_it(capsys, wanted):
+    assert 'last_good' not in run(capsys, check=True, **wanted)[0]
+
+
+@pytest.mark.parametrize('content', ['{not json', '{"files": [{"path": "/x"}]}', '[]'])
+def test_a_bad_record_is_a_warning_and_not_current(capsys, monkeypatch, recorded, content):
+    with open(os.path.join(recorded['last_good']['state_dir'], 'main.json'), 'w', encoding='utf-8') as handle:
+        handle.write(content)
+    warnings = record_warnings(monkeypatch)
+    result = run(capsys, check=True, **recorded)[0]
+    assert result['last_good'] == dict(found=True, current=False) and 'failed' not in result
+    assert len(warnings) == 1 and 'main.json is not a valid record' in warnings[0]
+
+
+def test_a_last_good_path_outside_files_and_secrets_fails_naming_it(capsys, tmp_path, recorded):
+    recorded['last_good']['files'].append(recorded['absent'][0])
+    result = run(capsys, **recorded)[0]
+    assert result['failed'] and recorded['absent'][0] in result['msg'] and 'last_good.files' in result['msg']
+    assert not os.path.exists(recorded['absent'][0]) and 'changed_files' not in result

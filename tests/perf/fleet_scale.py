@@ -18,7 +18,7 @@ of the no-op redeploy's wall time (this checkout / REV) is printed per N: one in
 load. ``--tasks`` adds, for the no-op redeploy, the SSH commands per host of each task that opened any
 (from ``-vvv`` output, which costs some controller time: the wall figures of such a run are not comparable).
 
-    .venv/bin/python tests/perf/fleet_scale.py [--sizes 4 16] [--forks 50] [--baseline-rev 3ce6406] [--tasks]
+    .venv/bin/python tests/perf/fleet_scale.py [--sizes 4 16] [--forks 50] [--baseline-rev cc137c6] [--tasks]
 
 Needs root (the fleet) and the installed collection (``make collection``).
 """

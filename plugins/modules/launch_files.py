@@ -171,7 +171,8 @@ seealso:
 '''
 
 EXAMPLES = r'''
-- name: Compare the launch files with the host's (the plan; nothing is written)
+# compared.last_good.current: the last good record already holds these files, this metadata and drafter
+- name: Compare the launch files with the host's and with the last good record (the plan; nothing is written)
   llmops.serving.launch_files:
     directories:
       - path: /etc/llmops
@@ -189,6 +190,13 @@ EXAMPLES = r'''
     users:
       - name: sglang
         groups: [video]
+    last_good:
+      name: main
+      files: [/etc/llmops/sglang-main.env, /etc/llmops/sglang-main.sh]
+      metadata:
+        version: 0.5.15.post1
+        depth: 16
+      fingerprints: [/models/drafter]
   check_mode: true
   changed_when: false
   register: compared
@@ -202,27 +210,6 @@ EXAMPLES = r'''
     absent:
       - /etc/llmops/sglang-main.key
   when: compared.changed_files | length > 0
-
-- name: Compare the launch files and tell whether the last good record already holds them
-  llmops.serving.launch_files:
-    files:
-      - path: /etc/llmops/sglang-main.sh
-        content: "{{ lookup('ansible.builtin.template', 'launch.sh.j2') }}"
-        mode: '0755'
-    secrets:
-      - path: /etc/llmops/sglang-main.env
-        content: "{{ lookup('ansible.builtin.template', 'env.j2') }}"
-    last_good:
-      name: main
-      files: [/etc/llmops/sglang-main.env, /etc/llmops/sglang-main.sh]
-      metadata:
-        version: 0.5.15.post1
-        depth: 16
-      fingerprints: [/models/drafter]
-  check_mode: true
-  changed_when: false
-  register: compared
-# compared.last_good.current: the record task (and the drafter check) can be skipped
 '''
 
 RETURN = r'''

@@ -1,7 +1,7 @@
 """llm_benchmark's client against ``vllm bench serve`` on one vLLM CPU server (test helper).
 
 ``cross_check`` sends the same prompts (a ShareGPT-format file both clients read), output length
-(``ignore_eos``) and concurrency with each client in turn, ``rounds`` times, and returns
+(``ignore_eos``) and concurrency with each client in turn, ``rounds`` times (alternating which goes first), and returns
 per figure the min/median/max of each client and the ratio of the medians (ours / vLLM's).
 Used by ``test_benchmark_vs_vllm_bench.py`` and ``tests/perf/benchmark_vs_vllm_bench.py``.
 
@@ -44,15 +44,26 @@ def vllm_bench(url: str, model: str, dataset: Path, num_prompts: int, output_len
     return json.loads((out_dir / (name + '.json')).read_text())
 
 
-def cross_check(url: str, model: str, work: Path, num_prompts: int = 16, input_len: int = 32,
-                output_len: int = 64, concurrency: int = 4, rounds: int = 3) -> dict:
-    """``{figure: {'ours': spread, 'theirs': spread, 'ratio': median ratio}}`` (bench_compare.compare),
-    rounds interleaved."""
+def cross_check(url: str, model: str, work: Path, num_prompts: int = 32, input_len: int = 32,
+                output_len: int = 64, concurrency: int = 4, rounds: int = 5) -> dict:
+    """``{figure: {'ours': spread, 'theirs': spread, 'ratio': median ratio}}`` (bench_compare.compare).
+
+    The rounds alternate which client goes first (theirs, ours / ours, theirs / ...): the engine shares
+    the 2 cores with everything else, and a client that always ran right after the other's burst, or
+    always after an idle engine (``vllm bench serve`` spends seconds on its imports first), would read a
+    different engine. A run of about 2 s, not 1, so that one stall of the machine moves a figure less."""
     dataset = write_sharegpt(work / 'sharegpt.json', num_prompts, input_len)
     mine, theirs = [], []
-    for number in range(rounds):
-        theirs.append(vllm_bench(url, model, dataset, num_prompts, output_len, concurrency, work, 'vllm-%d' % number))
+
+    def run_ours():
         run = ours(url, 'completions', dataset, num_prompts, output_len, concurrency, model=model)
         assert (run['completed'], run['failed']) == (num_prompts, 0), run['errors']
         mine.append(run)
+
+    for number in range(rounds):
+        if number % 2:
+            run_ours()
+        theirs.append(vllm_bench(url, model, dataset, num_prompts, output_len, concurrency, work, 'vllm-%d' % number))
+        if not number % 2:
+            run_ours()
     return compare(mine, theirs)

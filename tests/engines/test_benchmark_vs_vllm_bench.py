@@ -1,12 +1,15 @@
 """llm_benchmark agrees with a client nobody here wrote: ``vllm bench serve`` (issue 17).
 
 Same vLLM CPU server (EAGLE-3, the good drafter: about 4 tokens per streamed chunk), same
-prompts (one ShareGPT-format file), output length and concurrency, rounds interleaved.
-Output tok/s and TPOT: llm_benchmark's range over the rounds overlaps vllm bench serve's.
-TTFT: the first run on the 2-core machine (load ~12) read 0.82x of vllm bench serve's
-median with ranges 53-78 ms against 79-102 ms, not overlapping; until that is explained it
-is held to the ratio of medians within 0.7-1.3. ``tests/perf/benchmark_vs_vllm_bench.py``
-prints the same table.
+prompts (one ShareGPT-format file), output length and concurrency, rounds interleaved with the
+order alternating (bench_crosscheck.cross_check). Output tok/s and TTFT p50: llm_benchmark's
+range over the rounds overlaps vllm bench serve's. TPOT mean: the ratio of the medians is within
+0.5-1.5 (below). With 3 rounds of 1 s, always vllm bench serve first, one full run of the tests
+read 0.63x of its output tok/s (ranges 458-754 against 865-1168): the engine's speed on the 2 shared
+cores swings by up to 2x between back-to-back runs of one client (684-1194 tok/s, llm_benchmark
+alone). 5 rounds of 2 s in alternating order make such a miss less likely. Not explained yet: in
+about 1 run of 10, one llm_benchmark round has a TTFT p50 of 250-390 ms; none of about 25 vllm
+bench serve runs had one. ``tests/perf/benchmark_vs_vllm_bench.py`` prints the same table.
 """
 
 from __future__ import annotations

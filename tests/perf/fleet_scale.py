@@ -10,7 +10,10 @@ keep every PID) and ``playbooks/stop.yml``. Printed per N and run:
 - SSH commands per host: every ``ssh`` the controller starts, counted through a wrapper set as
   ``ansible_ssh_executable`` (a count, so it does not depend on how busy the machine is);
 - tasks per host that ran (ok + changed + failed) and were skipped, from the play recap;
-- wall seconds, and the controller's CPU seconds per host (its children's user + system time).
+- wall seconds, and the controller's CPU seconds per host (its children's user + system time);
+- the host's CPU seconds per host: user + system time of every process of the namespace host, those it has
+  reaped included (sshd is PID 1 there, so every module run, and a stopped server, ends up in its count), the
+  running servers' own included.
 
 With ``--baseline-rev REV`` the same runs follow on a fresh fleet with the collection and playbooks of git
 revision REV (exported with ``git archive``, built and installed into a temporary directory), and the ratio
@@ -55,21 +58,39 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+def host_cpu(fleet):
+    """CPU seconds so far of every namespace host, its processes' and their reaped children's together."""
+    hosts = {os.stat('/run/netns/' + host['netns']).st_ino: name for name, host in fleet.hosts.items()}
+    total = dict.fromkeys(fleet.hosts, 0)
+    for entry in os.listdir('/proc'):
+        try:
+            name = hosts.get(os.stat('/proc/%s/ns/net' % entry).st_ino) if entry.isdigit() else None
+            if name:
+                with open('/proc/%s/stat' % entry, encoding='utf-8') as handle:
+                    fields = handle.read().rsplit(')', 1)[1].split()
+                total[name] += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+        except OSError:
+            continue
+    return {name: ticks / os.sysconf('SC_CLK_TCK') for name, ticks in total.items()}
+
+
 def playbook(fleet, tree, name, extra, forks, ssh_log, verbose=False):
     """Run one playbook of ``tree`` on the fleet, with the collection installed for ``tree``.
 
-    Returns (wall s, controller CPU s, recap, SSH commands per host, {task: SSH commands per host} when verbose)."""
+    Returns (wall s, controller CPU s, host CPU s per host, recap, SSH commands per host,
+    {task: SSH commands per host} when verbose)."""
     open(ssh_log, 'w').close()
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(tree, 'ansible.cfg'), ANSIBLE_FORKS=str(forks),
                ANSIBLE_NOCOLOR='1', ANSIBLE_COLLECTIONS_PATH=collections_path(tree))
     with tempfile.NamedTemporaryFile('w', suffix='.json') as handle:
         json.dump(extra, handle)
         handle.flush()
-        cpu, start = children_cpu(), time.monotonic()
+        cpu, hosts_cpu, start = children_cpu(), host_cpu(fleet), time.monotonic()
         proc = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', fleet.inventory, os.path.join(tree, name),
                                '-e', '@' + handle.name] + (['-vvv'] if verbose else []),
                               env=env, capture_output=True, text=True, check=False)
         wall, cpu = time.monotonic() - start, children_cpu() - cpu
+        hosts_cpu = sum(host_cpu(fleet).values()) - sum(hosts_cpu.values())
     if proc.returncode != 0:
         raise SystemExit('%s failed (rc %d):\n%s' % (name, proc.returncode, proc.stdout[-12000:]))
     recap = {m.group(1): tuple(int(g) for g in m.groups()[1:]) for m in RECAP.finditer(proc.stdout)}
@@ -94,7 +115,7 @@ def playbook(fleet, tree, name, extra, forks, ssh_log, verbose=False):
             if match and task is not None:
                 per_task[task] = per_task.get(task, 0) + 1
         per_task = collections.OrderedDict((task, count / len(fleet.hosts)) for task, count in per_task.items())
-    return wall, cpu, recap, commands, per_task
+    return wall, cpu, hosts_cpu / len(fleet.hosts), recap, commands, per_task
 
 
 def collections_path(tree):
@@ -140,7 +161,7 @@ def measure(size, forks, speed, tree=ROOT, per_task=False):
         for label, name in (('first deploy', 'playbooks/deploy.yml'), ('no-op redeploy', 'playbooks/deploy.yml'),
                             ('stop', 'playbooks/stop.yml')):
             before = server_pids(fleet) if label == 'no-op redeploy' else None
-            wall, cpu, recap, commands, by_task = playbook(fleet, tree, name, extra, forks, ssh_log,
+            wall, cpu, cpu_host, recap, commands, by_task = playbook(fleet, tree, name, extra, forks, ssh_log,
                                                            verbose=per_task and before is not None)
             tasks.update(by_task)
             hosts = sorted(fleet.hosts)
@@ -151,7 +172,7 @@ def measure(size, forks, speed, tree=ROOT, per_task=False):
             ran = [recap[h][0] + recap[h][3] for h in hosts]
             skipped = [recap[h][4] for h in hosts]
             ssh = [commands[h] for h in hosts]
-            rows.append((size, label, wall, cpu / size, max(ran), max(skipped), min(ssh), max(ssh)))
+            rows.append((size, label, wall, cpu / size, cpu_host, max(ran), max(skipped), min(ssh), max(ssh)))
     finally:
         fleet.down()
         shutil.rmtree(directory, ignore_errors=True)
@@ -173,16 +194,17 @@ def main():
             trees.append((args.baseline_rev, export_revision(args.baseline_rev, work)))
         print('fleet_scale: namespace hosts with the SGLang SIMULATOR (test-bed figures, not GPU figures), '
               'one batch, forks %d' % args.forks)
-        header = ('N', 'tree', 'run', 'wall s', 'ctl CPU s/host', 'tasks/host', 'skipped', 'ssh cmds/host')
-        print('%4s  %-14s %-15s %8s %14s %10s %8s %14s' % header)
+        header = ('N', 'tree', 'run', 'wall s', 'ctl CPU s/host', 'host CPU s/host', 'tasks/host', 'skipped',
+                  'ssh cmds/host')
+        print('%4s  %-14s %-15s %8s %14s %15s %10s %8s %14s' % header)
         for size in args.sizes:
             noop = {}
             for label, tree in trees:
                 rows, tasks = measure(size, args.forks, args.speed, tree, args.tasks)
-                for n, run, wall, cpu, ran, skipped, ssh_min, ssh_max in rows:
+                for n, run, wall, cpu, cpu_host, ran, skipped, ssh_min, ssh_max in rows:
                     ssh = str(ssh_max) if ssh_min == ssh_max else '%d-%d' % (ssh_min, ssh_max)
-                    print('%4d  %-14s %-15s %8.1f %14.2f %10d %8d %14s' % (n, label, run, wall, cpu, ran, skipped, ssh),
-                          flush=True)
+                    print('%4d  %-14s %-15s %8.1f %14.2f %15.2f %10d %8d %14s'
+                          % (n, label, run, wall, cpu, cpu_host, ran, skipped, ssh), flush=True)
                     if run == 'no-op redeploy':
                         noop[label] = wall
                 for task, count in tasks.items():

@@ -161,8 +161,8 @@ def measure(size, forks, speed, tree=ROOT, per_task=False):
         for label, name in (('first deploy', 'playbooks/deploy.yml'), ('no-op redeploy', 'playbooks/deploy.yml'),
                             ('stop', 'playbooks/stop.yml')):
             before = server_pids(fleet) if label == 'no-op redeploy' else None
-            wall, cpu, cpu_host, recap, commands, by_task = playbook(fleet, tree, name, extra, forks, ssh_log,
-                                                           verbose=per_task and before is not None)
+            wall, cpu, cpu_host, recap, commands, by_task = playbook(
+                fleet, tree, name, extra, forks, ssh_log, verbose=per_task and before is not None)
             tasks.update(by_task)
             hosts = sorted(fleet.hosts)
             if before is not None:

@@ -26,6 +26,18 @@ description:
     place (C(layers.0.) and C(midlayer.) have the same length, so this is the usual case);
     otherwise the data is streamed by the kernel into a temporary file that is renamed
     over the original. The sharded index and config.json are replaced atomically."
+  - "Two drafter classes: the Llama EAGLE-3 drafter (C(LlamaForCausalLMEagle3), SGLang
+    C(llama_eagle3.py)) and the Kimi-K2.5 MLA EAGLE-3 drafter (C(Eagle3DeepseekV2ForCausalLM),
+    SGLang C(kimi_k25_eagle3.py), from 0.5.12.post1): one layer with DeepSeek-V2 multi-latent
+    attention (C(q_a_proj), C(q_a_layernorm), C(q_b_proj), C(kv_a_proj_with_mqa), C(kv_a_layernorm),
+    C(kv_b_proj), C(o_proj)), shapes from C(q_lora_rank), C(kv_lora_rank), C(qk_rope_head_dim),
+    C(qk_nope_head_dim), C(v_head_dim) and the heads of config.json. Its loader maps C(layers.0.)
+    to C(midlayer.) itself, so both spellings are kept as they are; it fuses C(q_a_proj) and
+    C(kv_a_proj_with_mqa) only when both are present, skips other unknown names with the warning
+    C(Eagle3 MLA: skipping unexpected weight) and loads C(fc_norm.N) (from 0.5.13.post1) only when
+    config.json sets C(fc_norm) or C(use_aux_norm). The class is the one config.json names, else the
+    one the attention tensors show. An SGLang release before 0.5.12.post1 (or no O(engine_version))
+    refuses it, as does O(engine=vllm)."
   - "A drafter saved by vllm-project C(speculators) (config.json with
     C(speculators_model_type) and the sizes under C(transformer_layer_config),
     C(architectures) C(Eagle3Speculator) or C(Eagle3DraftModel)) is read by no SGLang
@@ -118,9 +130,12 @@ options:
         required: true
   fix_architecture:
     description:
-      - Set C(architectures) in config.json to V(LlamaForCausalLMEagle3) when the tensors
-        are an EAGLE-3 drafter but the config names a class the engine does not build the
-        drafter for (for example C(LlamaForCausalLM)).
+      - Set C(architectures) in config.json to the drafter class its tensors show
+        (V(LlamaForCausalLMEagle3), or V(Eagle3DeepseekV2ForCausalLM) for MLA attention) when
+        the tensors are an EAGLE-3 drafter but the config names a class the engine does not
+        build the drafter for (for example C(LlamaForCausalLM) or C(DeepseekV3ForCausalLM)).
+      - A config.json that names one drafter class is never given the other; a mismatch with
+        the tensors is reported instead.
     type: bool
     default: true
   convert_speculators:
@@ -163,6 +178,9 @@ seealso:
   - name: EAGLE-3 in SGLang
     description: The drafter model class and its weight names.
     link: https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/models/llama_eagle3.py
+  - name: The Kimi-K2.5 MLA EAGLE-3 drafter in SGLang
+    description: Eagle3DeepseekV2ForCausalLM and its weight names.
+    link: https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/models/kimi_k25_eagle3.py
 """
 
 EXAMPLES = r"""
@@ -535,6 +553,7 @@ class Drafter:
         how each file is written."""
         p = self.p
         tensors = found.tensors
+        self.rules = self.rules.for_drafter(_eagle3.drafter_kind(found.config, tensors))
         converted, reasons = self._speculators_plan(found)
         spec_renames = {}
         if p['fix']:
@@ -563,10 +582,9 @@ class Drafter:
             origin[new] = name
 
         plan.config_after = converted or found.config
-        if (converted is None and found.config is not None and p['fix'] and p['fix_architecture']
-                and not _eagle3.architecture_accepted(found.config, self.rules)
-                and _eagle3.looks_like_eagle3(tensors)):
-            plan.config_after = dict(found.config, architectures=[_eagle3.EAGLE3_ARCHITECTURE])
+        architectures = _eagle3.fixed_architecture(found.config, tensors, self.rules)
+        if converted is None and architectures and p['fix'] and p['fix_architecture']:
+            plan.config_after = dict(found.config, architectures=architectures)
 
         if found.index is not None:
             weight_map = {plan.mapping.get(n, n): os.path.basename(v[0]) for n, v in tensors.items()}

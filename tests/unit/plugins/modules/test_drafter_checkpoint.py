@@ -15,7 +15,7 @@ from safetensors.numpy import load_file, save_file
 from ansible_collections.llmops.serving.plugins.modules import drafter_checkpoint
 from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
 from ansible_collections.llmops.serving.tests.unit._drafter_factory import (
-    drafter_config, drafter_tensors, read_all, write_drafter)
+    drafter_config, drafter_tensors, mla_drafter_config, mla_drafter_tensors, read_all, write_drafter)
 
 
 def run(capsys, check=False, diff=False, **args):
@@ -435,3 +435,51 @@ def test_header_change_spanning_pages_is_rewritten_not_written_in_place(tmp_path
     result = run(capsys, path=d, engine_version='0.5.12', rename=[{'from': 'x.', 'to': ''}])
     assert result['files'][0]['method'] == 'rewritten'
     same_data(d, written, lambda n: n[2:])
+
+
+# ---- the Kimi-K2.5 MLA drafter (Eagle3DeepseekV2ForCausalLM)
+
+def write_mla(directory, **config_changes):
+    config = dict(mla_drafter_config(), **config_changes)
+    return write_drafter(directory, config=config, tensors=mla_drafter_tensors(mla_drafter_config()))
+
+
+@pytest.mark.parametrize('fix', [False, True])
+def test_mla_drafter_passes_unchanged_on_0_5_23(tmp_path, capsys, fix):
+    d = str(tmp_path / 'mla')
+    write_mla(d)
+    before = snapshot(d)
+    result = run(capsys, path=d, engine_version='0.5.23', fix=fix)
+    assert not result.get('failed') and result['problems'] == [] and not result['changed']
+    assert result['renamed'] == 0 and result['layout_after'] == 'layers'
+    assert snapshot(d) == before
+
+
+def test_mla_drafter_with_a_plain_class_gets_the_mla_class(tmp_path, capsys):
+    d = str(tmp_path / 'mla')
+    write_mla(d, architectures=['DeepseekV3ForCausalLM'])
+    result = run(capsys, path=d, engine_version='0.5.23')
+    assert result['changed'] and result['config_changed'] and result['renamed'] == 0
+    with open(os.path.join(d, 'config.json')) as f:
+        assert json.load(f)['architectures'] == ['Eagle3DeepseekV2ForCausalLM']
+
+
+@pytest.mark.parametrize('writer, wrong', [
+    (lambda d: write_mla(d, architectures=['LlamaForCausalLMEagle3']), 'LlamaForCausalLMEagle3'),
+    (lambda d: write_drafter(d, architectures=['Eagle3DeepseekV2ForCausalLM']), 'Eagle3DeepseekV2ForCausalLM'),
+])
+def test_a_drafter_class_is_never_turned_into_the_other(tmp_path, capsys, writer, wrong):
+    d = str(tmp_path / 'drafter')
+    writer(d)
+    before = snapshot(d)
+    result = run(capsys, path=d, engine_version='0.5.23')
+    assert result['failed'] and 'never turns one drafter class into the other' in result['msg']
+    assert snapshot(d) == before
+
+
+def test_mla_drafter_before_its_loader_is_refused_naming_the_first_release(tmp_path, capsys):
+    d = str(tmp_path / 'mla')
+    write_mla(d)
+    result = run(capsys, path=d, engine_version='0.5.11')
+    assert result['failed'] and len(result['problems']) == 1
+    assert 'first ships in SGLang 0.5.12.post1' in result['problems'][0]

@@ -675,3 +675,60 @@ def _mla_config_problems(cfg, config, config_file, rules):
         problems.append('%s: num_hidden_layers is %d: %s fails to start (ValueError: EAGLE3 currently only '
                         'supports 1 layer)' % (config_file, cfg.layers, rules.label))
     return problems
+
+
+# ---- a drafter against the target it will serve (module option target_path)
+
+def text_config(target):
+    """The language model's part of a target config.json: ``text_config`` of a multimodal
+    model (Kimi-K2.5 is KimiK25ForConditionalGeneration around a DeepSeek-V3 text model)."""
+    inner = target.get('text_config')
+    if not isinstance(target.get('hidden_size'), int) and isinstance(inner, dict):
+        return inner
+    return target
+
+
+def aux_layer_ids(config):
+    """(field, ids) of the target layers whose hidden states the drafter reads, or (field, None)."""
+    eagle = config.get('eagle_config') or {}
+    if isinstance(eagle, dict) and eagle.get('eagle_aux_hidden_state_layer_ids') is not None:
+        return 'eagle_config.eagle_aux_hidden_state_layer_ids', eagle['eagle_aux_hidden_state_layer_ids']
+    return 'eagle_aux_hidden_state_layer_ids', config.get('eagle_aux_hidden_state_layer_ids')
+
+
+def target_problems(config, config_file, target, target_file, drafter):
+    """Why the drafter of ``config`` (class ``drafter``) does not fit the target model of
+    ``target`` (its config.json): each message names both files and the field."""
+    text = text_config(target)
+    problems = []
+
+    def mismatch(field, value, target_field, target_value, why):
+        problems.append('%s: %s is %r but the target %s: %s is %r: %s'
+                        % (config_file, field, value, target_file, target_field, target_value, why))
+
+    hidden_field = 'target_hidden_size' if config.get('target_hidden_size') else 'hidden_size'
+    hidden, target_hidden = config.get(hidden_field), text.get('hidden_size')
+    if isinstance(hidden, int) and isinstance(target_hidden, int) and hidden != target_hidden:
+        mismatch(hidden_field, hidden, 'hidden_size', target_hidden,
+                 "the drafter's fc reads the target's hidden states of that width")
+    vocab, target_vocab = config.get('vocab_size'), text.get('vocab_size')
+    if isinstance(vocab, int) and isinstance(target_vocab, int) and vocab != target_vocab:
+        mismatch('vocab_size', vocab, 'vocab_size', target_vocab,
+                 'the drafter embeds and proposes token ids of another vocabulary')
+    draft_vocab = config.get('draft_vocab_size')
+    if isinstance(draft_vocab, int) and isinstance(target_vocab, int) and draft_vocab > target_vocab:
+        mismatch('draft_vocab_size', draft_vocab, 'vocab_size', target_vocab,
+                 'a draft vocabulary cannot be larger than the target vocabulary (d2t maps into it)')
+    field, ids = aux_layer_ids(config)
+    layers = text.get('num_hidden_layers')
+    if isinstance(ids, list) and isinstance(layers, int):
+        outside = [i for i in ids if not isinstance(i, int) or not 0 <= i < layers]
+        if outside:
+            mismatch(field, ids, 'num_hidden_layers', layers,
+                     'layer id(s) %s are not layers of the target (0 ... %d)' % (outside, layers - 1))
+    if drafter == 'mla' and not isinstance(text.get('kv_lora_rank'), int):
+        archs = target.get('architectures')
+        problems.append('%s: architectures %r is the MLA drafter, made for a DeepSeek-V2/V3 or Kimi target '
+                        '(multi-latent attention), but the target %s: architectures %r has no kv_lora_rank '
+                        '(no multi-latent attention)' % (config_file, config.get('architectures'), target_file, archs))
+    return problems

@@ -128,6 +128,21 @@ options:
         description: Replacement.
         type: str
         required: true
+  target_path:
+    description:
+      - The target model directory on the host (with its C(config.json)), or that
+        C(config.json) itself. The drafter is then checked against the model it will serve -
+        its C(hidden_size) (or C(target_hidden_size)) against the target's C(hidden_size),
+        C(vocab_size) against the target's, C(draft_vocab_size) no larger than the target's
+        vocabulary (C(d2t) is checked against C(draft_vocab_size) in any case), every
+        C(eagle_aux_hidden_state_layer_ids) entry a layer of the target (below its
+        C(num_hidden_layers)), and an MLA drafter (C(Eagle3DeepseekV2ForCausalLM)) only for a
+        target with multi-latent attention (DeepSeek-V2/V3, Kimi: C(kv_lora_rank)). A Llama
+        EAGLE-3 drafter may serve any target.
+      - The fields of a multimodal target (Kimi-K2.5) are read from its C(text_config).
+      - A mismatch is a problem (the task fails, nothing is changed), naming both files and the field.
+    type: path
+    version_added: 1.0.0
   fix_architecture:
     description:
       - Set C(architectures) in config.json to the drafter class its tensors show
@@ -189,6 +204,13 @@ EXAMPLES = r"""
     path: /models/kimi-k2.5-eagle3
     engine: sglang
     engine_version: 0.5.11
+
+- name: Check the Kimi-K2.5 MLA drafter for SGLang 0.5.23 against the target it serves
+  llmops.serving.drafter_checkpoint:
+    path: /models/kimi-k2.5-eagle3-mla
+    engine_version: 0.5.23
+    target_path: /models/Kimi-K2.5
+    fix: false
 
 - name: Only check a drafter for vLLM (fails on any problem)
   llmops.serving.drafter_checkpoint:
@@ -300,6 +322,11 @@ speculators:
   sample: {"speculators_version": "0.3.0", "speculators_model_type": "eagle3",
            "verifier": "meta-llama/Llama-3.1-8B-Instruct", "converted": true,
            "tensors_renamed": 1, "refused": []}
+target_config:
+  description: The target's config.json the drafter was checked against.
+  returned: when O(target_path) is set
+  type: str
+  sample: /models/Kimi-K2.5/config.json
 config_backup_file:
   description: Where the original config.json was kept, with O(backup=true).
   returned: when config.json was changed with O(backup=true)
@@ -417,6 +444,15 @@ def locate(path):
     return directory, config, None, [os.path.join(directory, n) for n in shards]
 
 
+def _target_config(path):
+    """The target's config.json: ``path`` itself or the one in the directory ``path``."""
+    config = os.path.join(path, 'config.json') if os.path.isdir(path) else path
+    if not os.path.isfile(config):
+        raise DrafterError('%s: no config.json: target_path must be the target model directory (or its '
+                           'config.json) on the host' % path)
+    return config
+
+
 def _lock_dirs(directory, files, modify_shared_blobs):
     """The directories a run locks, recovers and may write in: the drafter's, and the
     link targets' (a Hugging Face cache's blobs/) when it writes there or an interrupted
@@ -460,6 +496,8 @@ class Checkpoint:
         self.tensors = {}  # name -> (file, dtype, shape)
         self.config = None
         self.index = None
+        self.target_path = None  # the target's config.json
+        self.target = None
 
 
 class Plan:
@@ -546,6 +584,9 @@ class Drafter:
             found.config = _load_json(config_path, 'config.json')
         if index_path:
             found.index = _load_json(index_path, 'the sharded index')
+        if self.p.get('target_path'):
+            found.target_path = _target_config(self.p['target_path'])
+            found.target = _load_json(found.target_path, "the target's config.json")
         return found
 
     def plan(self, found):
@@ -610,8 +651,12 @@ class Drafter:
         tensors = found.tensors
 
         def problems_of(tensor_map, cfg):
-            return _eagle3.find_problems(tensor_map, cfg, found.config_label, self.rules,
-                                         p['path'], p['layout'])
+            found_problems = _eagle3.find_problems(tensor_map, cfg, found.config_label, self.rules,
+                                                   p['path'], p['layout'])
+            if found.target is not None and cfg is not None:
+                found_problems += _eagle3.target_problems(cfg, found.config_label, found.target,
+                                                          found.target_path, self.rules.drafter)
+            return found_problems
         before = problems_of(tensors, found.config)
         after = plan.rename_problems + problems_of(plan.tensors_after, plan.config_after)
         if plan.index_after is not None:
@@ -648,6 +693,8 @@ class Drafter:
                           'architectures': (plan.config_after or {}).get('architectures')},
             },
         }
+        if found.target_path:
+            result['target_config'] = found.target_path
         if plan.speculators is not None:
             plan.speculators['converted'] = plan.speculators['converted'] and not problems
             result['speculators'] = plan.speculators
@@ -736,6 +783,7 @@ ARGUMENT_SPEC = dict(
     engine=dict(type='str', default='sglang', choices=list(_eagle3.ENGINES)),
     engine_version=dict(type='str'),
     layout=dict(type='str', default='auto', choices=list(_eagle3.LAYOUTS)),
+    target_path=dict(type='path'),
     rename=dict(type='list', elements='dict', default=[], options=dict(
         **{'from': dict(type='str', required=True), 'to': dict(type='str', required=True)})),
     fix_architecture=dict(type='bool', default=True),

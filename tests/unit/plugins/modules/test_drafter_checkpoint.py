@@ -15,7 +15,8 @@ from safetensors.numpy import load_file, save_file
 from ansible_collections.llmops.serving.plugins.modules import drafter_checkpoint
 from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
 from ansible_collections.llmops.serving.tests.unit._drafter_factory import (
-    drafter_config, drafter_tensors, mla_drafter_config, mla_drafter_tensors, read_all, write_drafter)
+    drafter_config, drafter_tensors, mla_drafter_config, mla_drafter_tensors, read_all, target_config,
+    write_drafter, write_target)
 
 
 def run(capsys, check=False, diff=False, **args):
@@ -483,3 +484,51 @@ def test_mla_drafter_before_its_loader_is_refused_naming_the_first_release(tmp_p
     result = run(capsys, path=d, engine_version='0.5.11')
     assert result['failed'] and len(result['problems']) == 1
     assert 'first ships in SGLang 0.5.12.post1' in result['problems'][0]
+
+
+# ---- a drafter against its target (target_path)
+
+@pytest.mark.parametrize('drafter, target, field, target_field', [
+    (dict(hidden=256), dict(hidden=512), "hidden_size is 256", "hidden_size is 512"),
+    (dict(vocab=512, draft_vocab=256), dict(vocab=1024), "vocab_size is 512", "vocab_size is 1024"),
+    (dict(eagle_config={'eagle_aux_hidden_state_layer_ids': [1, 2, 40]}), dict(layers=4),
+     "eagle_config.eagle_aux_hidden_state_layer_ids is [1, 2, 40]", "num_hidden_layers is 4"),
+])
+def test_drafter_for_another_target_fails_naming_both_files_and_the_field(tmp_path, capsys, drafter, target,
+                                                                          field, target_field):
+    d, t = str(tmp_path / 'drafter'), str(tmp_path / 'target')
+    config = drafter_config(**{k: v for k, v in drafter.items() if k != 'eagle_config'})
+    config.update({k: v for k, v in drafter.items() if k == 'eagle_config'})
+    write_drafter(d, config=config, spelling='midlayer')
+    write_target(t, **dict(dict(hidden=config['hidden_size'], vocab=config['vocab_size']), **target))
+    before = snapshot(d)
+    assert run(capsys, path=d, engine_version='0.5.23')['problems'] == []
+    result = run(capsys, path=d, engine_version='0.5.23', target_path=t)
+    assert result['failed'] and len(result['problems']) == 1
+    problem = result['problems'][0]
+    assert problem.startswith(os.path.join(d, 'config.json') + ': ' + field)
+    assert 'the target %s: %s' % (os.path.join(t, 'config.json'), target_field) in problem
+    assert result['target_config'] == os.path.join(t, 'config.json') and snapshot(d) == before
+
+
+def test_mla_drafter_fits_a_kimi_k25_target_and_no_llama_target(tmp_path, capsys):
+    d = str(tmp_path / 'mla')
+    write_mla(d, eagle_config={'eagle_aux_hidden_state_layer_ids': [1, 29, 57]})
+    kimi = write_target(str(tmp_path / 'kimi'), architectures=['KimiK25ForConditionalGeneration'], hidden=None,
+                        text_config=target_config(hidden=32, vocab=96, layers=61, kv_lora_rank=512,
+                                                  architectures=['DeepseekV3ForCausalLM']))
+    assert run(capsys, path=d, engine_version='0.5.23', target_path=kimi)['problems'] == []
+    llama = write_target(str(tmp_path / 'llama'), layers=61)
+    result = run(capsys, path=d, engine_version='0.5.23', target_path=os.path.join(llama, 'config.json'))
+    assert result['failed'] and len(result['problems']) == 1 and 'no kv_lora_rank' in result['problems'][0]
+    # a Llama drafter serves a Kimi target
+    llama_drafter = str(tmp_path / 'llama-drafter')
+    write_drafter(llama_drafter, spelling='midlayer')
+    assert run(capsys, path=llama_drafter, engine_version='0.5.23', target_path=kimi)['problems'] == []
+
+
+def test_target_path_without_config_json_fails(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d, spelling='midlayer')
+    result = run(capsys, path=d, target_path=str(tmp_path))
+    assert result['failed'] and 'target_path must be the target model directory' in result['msg']

@@ -69,6 +69,11 @@ description:
     natively; NFSv3 needs C(lockd)/C(rpc.statd) on the clients and the server, and a mount
     with C(nolock) or C(local_lock) makes the lock local to each host (no protection
     between hosts)."
+  - "A training run's output directory is refused with what to give instead: SpecForge's
+    checkpoint folders (C(epoch_N_step_M/), each a drafter directory) are listed with the latest
+    named, and a SpecForge training state (C(training_state.pt)) needs C(specforge export --to sglang)
+    first. A SpecForge drafter (C(midlayer.) names, C(fc), C(norm), C(lm_head), C(d2t), C(t2d),
+    no embeddings) is checked like any Llama EAGLE-3 drafter."
   - Fails, without modifying anything, on bad input (not safetensors, truncated, invalid
     header, read-only files, C(pytorch_model.bin) ...) and when problems remain that
     would stop the engine loading the drafter correctly.
@@ -232,7 +237,7 @@ EXAMPLES = r"""
 
 - name: Strip a training prefix and keep the original headers
   llmops.serving.drafter_checkpoint:
-    path: /models/specforge-out/epoch_9
+    path: /models/specforge-out/epoch_9_step_12000
     rename:
       - from: draft_model.
         to: ''
@@ -372,6 +377,7 @@ diff:
 
 import json
 import os
+import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
@@ -422,6 +428,7 @@ def locate(path):
                            % directory)
     shards = [n for n in entries if n.endswith('.safetensors')]
     if not shards:
+        _refuse_training_output(directory, entries)
         pickles = [n for n in entries if n.endswith('.bin') or n.endswith('.pt')]
         if pickles:
             raise DrafterError('%s: holds %s but no .safetensors: convert the checkpoint to '
@@ -451,6 +458,36 @@ def _target_config(path):
         raise DrafterError('%s: no config.json: target_path must be the target model directory (or its '
                            'config.json) on the host' % path)
     return config
+
+
+def _checkpoint_folders(directory, depth=2):
+    """Folders under ``directory`` (``depth`` levels) holding config.json and safetensors
+    files, oldest first by the numbers in their names (``epoch_9_step_1000``)."""
+    found = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name.startswith('.') or not os.path.isdir(path):
+            continue
+        inside = os.listdir(path)
+        if 'config.json' in inside and any(n.endswith('.safetensors') for n in inside):
+            found.append(path)
+        elif depth > 1:
+            found.extend(_checkpoint_folders(path, depth - 1))
+    return sorted(found, key=lambda p: [int(n) for n in re.findall(r'\d+', os.path.relpath(p, directory))])
+
+
+def _refuse_training_output(directory, entries):
+    """Raise DrafterError for a training run's output directory (SpecForge): the drafter is
+    one of its checkpoint folders, or must be exported from its training state first."""
+    if 'training_state.pt' in entries:
+        raise DrafterError('%s: a SpecForge training checkpoint (training_state.pt, which no engine loads): export '
+                           'it with "specforge export --to sglang --checkpoint %s --draft-config <the draft '
+                           'config.json> --output-dir <dir>" and give that directory as path' % (directory, directory))
+    folders = _checkpoint_folders(directory)
+    if folders:
+        raise DrafterError('%s: no .safetensors here but %d checkpoint folder(s) (%s): give one of them as path, '
+                           'for example the latest, %s' % (directory, len(folders), ', '.join(
+                               os.path.relpath(f, directory) for f in folders[-3:]), folders[-1]))
 
 
 def _lock_dirs(directory, files, modify_shared_blobs):

@@ -532,3 +532,38 @@ def test_target_path_without_config_json_fails(tmp_path, capsys):
     write_drafter(d, spelling='midlayer')
     result = run(capsys, path=d, target_path=str(tmp_path))
     assert result['failed'] and 'target_path must be the target model directory' in result['msg']
+
+
+# ---- SpecForge output (layout from SpecForge's public source; its own code is not run here:
+# it needs torch and SGLang)
+
+def specforge_tensors(config):
+    """What SpecForge's EAGLE-3 export saves: midlayer.* names, fc, norm, lm_head, d2t, t2d, no
+    embeddings (its state dict without "embed")."""
+    return {n: a for n, a in drafter_tensors(config, 'midlayer').items() if 'embed' not in n}
+
+
+def test_specforge_run_folder_names_its_checkpoints_and_the_latest(tmp_path, capsys):
+    out = tmp_path / 'specforge-out'
+    for folder in ('epoch_0_step_500', 'epoch_1_step_1000', 'epoch_10_step_9000', 'epoch_2_step_1500'):
+        write_drafter(str(out / folder), tensors=specforge_tensors(drafter_config()))
+    result = run(capsys, path=str(out), engine_version='0.5.23')
+    assert result['failed'] and '4 checkpoint folder(s)' in result['msg']
+    assert result['msg'].endswith('the latest, %s' % (out / 'epoch_10_step_9000'))
+
+
+@pytest.mark.parametrize('version', ['0.5.11', '0.5.15.post1', '0.5.23'])
+def test_specforge_checkpoint_folder_loads_unchanged(tmp_path, capsys, version):
+    d = str(tmp_path / 'epoch_9_step_12000')
+    write_drafter(d, tensors=specforge_tensors(drafter_config()))
+    before = snapshot(d)
+    result = run(capsys, path=d, engine_version=version, fix=False)
+    assert result['problems'] == [] and not result['changed'] and snapshot(d) == before
+
+
+def test_specforge_training_state_needs_its_export_first(tmp_path, capsys):
+    d = tmp_path / 'run-step1000'
+    d.mkdir()
+    (d / 'training_state.pt').write_bytes(b'not a pickle')
+    result = run(capsys, path=str(d))
+    assert result['failed'] and 'specforge export --to sglang --checkpoint %s' % d in result['msg']

@@ -329,9 +329,9 @@ def model_parameters(config, version):
     return params
 
 
-def run_recorded_loader(version, names, params):
-    """Run the release's own load_weights (recorded in its fixture) on tensor ``names``
-    with numpy standing in for torch: (parameters loaded, names it warned about)."""
+def run_recorded_loader(version, names, params, module='kimi_k25_eagle3'):
+    """Run the release's own load_weights of ``module`` (recorded in its fixture) on tensor
+    ``names`` with numpy standing in for torch: (parameters loaded, names it warned about)."""
     import logging
     import re
     import textwrap
@@ -339,7 +339,7 @@ def run_recorded_loader(version, names, params):
     import typing
 
     import numpy as np
-    source = textwrap.dedent('\n'.join(releases_module().load(version)['loader']['kimi_k25_eagle3']['load_weights']))
+    source = textwrap.dedent('\n'.join(releases_module().load(version)['loader'][module]['load_weights']))
     loaded, warned = set(), []
 
     class Param:
@@ -485,3 +485,29 @@ def test_mla_rules_match_the_recorded_loader_source():
         assert facts['layers0_to_midlayer'] and not facts['tries_model_prefix'], version
         assert e.MLA_WARNING in source and 'fused_qkv_a_proj_with_mqa' in source, version
         assert not facts['aux_norm_legacy_names'] and not facts['config_norm_before_fc'], version
+
+
+def llama_parameters(config, version):
+    """The parameters LlamaForCausalLMEagle3 has for a one-layer ``config`` (llama_eagle3.py:
+    model.midlayer before 0.5.12, model.layers.0 from 0.5.12; q/k/v and gate/up fused)."""
+    layer = 'model.layers.0.' if releases_module().load(version)['loader']['llama_eagle3']['layers_modulelist'] \
+        else 'model.midlayer.'
+    rests = ('self_attn.qkv_proj', 'self_attn.o_proj', 'mlp.gate_up_proj', 'mlp.down_proj', 'input_layernorm',
+             'hidden_norm', 'post_attention_layernorm')
+    return {'model.embed_tokens.weight', 'model.fc.weight', 'model.norm.weight', 'lm_head.weight'} | {
+        layer + rest + '.weight' for rest in rests}
+
+
+@pytest.mark.parametrize('version', ['0.5.11', '0.5.15.post1', '0.5.23'])
+def test_specforge_export_loads_with_the_recorded_llama_loader(version):
+    """SpecForge's EAGLE-3 export (its public source: the draft model's state dict without
+    "embed", midlayer.* names, d2t/t2d buffers) loads every parameter but the embedding, which
+    SGLang shares from the target, and drafter_checkpoint finds nothing to change."""
+    config = drafter_config()
+    names = [n for n in drafter_tensors(config, 'midlayer') if 'embed' not in n]
+    loaded, warned = run_recorded_loader(version, names, llama_parameters(config, version), 'llama_eagle3')
+    assert loaded == llama_parameters(config, version) - {'model.embed_tokens.weight'} and warned == []
+    tensors = {n: ('d/model.safetensors', 'F16', list(a.shape)) for n, a in drafter_tensors(config, 'midlayer').items()
+               if n in names}
+    assert problems(tensors, config, version=version) == []
+    assert e.plan_renames(names, config, e.Rules('sglang', parse_version(version)))[0] == {}

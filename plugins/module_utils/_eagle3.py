@@ -696,9 +696,10 @@ def aux_layer_ids(config):
     return 'eagle_aux_hidden_state_layer_ids', config.get('eagle_aux_hidden_state_layer_ids')
 
 
-def target_problems(config, config_file, target, target_file, drafter):
+def target_problems(config, config_file, target, target_file, drafter, d2t=None):
     """Why the drafter of ``config`` (class ``drafter``) does not fit the target model of
-    ``target`` (its config.json): each message names both files and the field."""
+    ``target`` (its config.json): each message names both files and the field. ``d2t``:
+    (file, tensor name, values) of the drafter's draft -> target map, when read."""
     text = text_config(target)
     problems = []
 
@@ -719,6 +720,13 @@ def target_problems(config, config_file, target, target_file, drafter):
     if isinstance(draft_vocab, int) and isinstance(target_vocab, int) and draft_vocab > target_vocab:
         mismatch('draft_vocab_size', draft_vocab, 'vocab_size', target_vocab,
                  'a draft vocabulary cannot be larger than the target vocabulary (d2t maps into it)')
+    if d2t is not None and isinstance(target_vocab, int):
+        path, name, values = d2t
+        beyond = [(i, i + v) for i, v in enumerate(values) if not 0 <= i + v < target_vocab]
+        if beyond:
+            problems.append('%s: tensor %r maps draft token %d to target token %d (%d such), but the target %s: '
+                            'vocab_size is %d: the draft vocabulary was built for another target'
+                            % (path, name, beyond[0][0], beyond[0][1], len(beyond), target_file, target_vocab))
     field, ids = aux_layer_ids(config)
     layers = text.get('num_hidden_layers')
     if isinstance(ids, list) and isinstance(layers, int):

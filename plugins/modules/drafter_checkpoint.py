@@ -139,10 +139,12 @@ options:
         C(config.json) itself. The drafter is then checked against the model it will serve -
         its C(hidden_size) (or C(target_hidden_size)) against the target's C(hidden_size),
         C(vocab_size) against the target's, C(draft_vocab_size) no larger than the target's
-        vocabulary (C(d2t) is checked against C(draft_vocab_size) in any case), every
+        vocabulary, the target token ids C(d2t) maps the draft tokens to within the target's
+        vocabulary (the only tensor data read, an integer tensor of C(draft_vocab_size) entries;
+        its length is checked against C(draft_vocab_size) in any case), every
         C(eagle_aux_hidden_state_layer_ids) entry a layer of the target (below its
         C(num_hidden_layers)), and an MLA drafter (C(Eagle3DeepseekV2ForCausalLM)) only for a
-        target with multi-latent attention (DeepSeek-V2/V3, Kimi: C(kv_lora_rank)). A Llama
+        target with multi-latent attention (DeepSeek-V2/V3 or Kimi, with C(kv_lora_rank)). A Llama
         EAGLE-3 drafter may serve any target.
       - The fields of a multimodal target (Kimi-K2.5) are read from its C(text_config).
       - A mismatch is a problem (the task fails, nothing is changed), naming both files and the field.
@@ -490,6 +492,16 @@ def _refuse_training_output(directory, entries):
                                os.path.relpath(f, directory) for f in folders[-3:]), folders[-1]))
 
 
+def _read_d2t(found):
+    """(file, name, values) of the drafter's d2t tensor, or None (absent, not an integer tensor)."""
+    for header in found.headers:
+        for name in header.tensors:
+            if name == 'd2t' or name.endswith('.d2t'):
+                values = _safetensors.read_int_tensor(header, name)
+                return None if values is None else (header.path, name, values)
+    return None
+
+
 def _lock_dirs(directory, files, modify_shared_blobs):
     """The directories a run locks, recovers and may write in: the drafter's, and the
     link targets' (a Hugging Face cache's blobs/) when it writes there or an interrupted
@@ -535,6 +547,7 @@ class Checkpoint:
         self.index = None
         self.target_path = None  # the target's config.json
         self.target = None
+        self.d2t = None  # (file, name, values) of the draft -> target map, read with a target
 
 
 class Plan:
@@ -624,6 +637,7 @@ class Drafter:
         if self.p.get('target_path'):
             found.target_path = _target_config(self.p['target_path'])
             found.target = _load_json(found.target_path, "the target's config.json")
+            found.d2t = _read_d2t(found)
         return found
 
     def plan(self, found):
@@ -692,7 +706,7 @@ class Drafter:
                                                    p['path'], p['layout'])
             if found.target is not None and cfg is not None:
                 found_problems += _eagle3.target_problems(cfg, found.config_label, found.target,
-                                                          found.target_path, self.rules.drafter)
+                                                          found.target_path, self.rules.drafter, found.d2t)
             return found_problems
         before = problems_of(tensors, found.config)
         after = plan.rename_problems + problems_of(plan.tensors_after, plan.config_after)

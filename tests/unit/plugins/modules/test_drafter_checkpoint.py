@@ -567,3 +567,18 @@ def test_specforge_training_state_needs_its_export_first(tmp_path, capsys):
     (d / 'training_state.pt').write_bytes(b'not a pickle')
     result = run(capsys, path=str(d))
     assert result['failed'] and 'specforge export --to sglang --checkpoint %s' % d in result['msg']
+
+
+def test_d2t_mapping_beyond_the_target_vocabulary_fails(tmp_path, capsys):
+    d, t = str(tmp_path / 'drafter'), str(tmp_path / 'target')
+    config = drafter_config()  # vocab 96, draft vocab 48
+    tensors = drafter_tensors(config, 'midlayer')
+    tensors['d2t'] = np.full(48, 60, dtype=np.int64)  # draft token i -> target token i + 60
+    write_drafter(d, config=config, tensors=tensors)
+    write_target(t, hidden=config['hidden_size'], vocab=96)
+    result = run(capsys, path=d, engine_version='0.5.23', target_path=t)
+    assert result['failed'] and len(result['problems']) == 1
+    assert "tensor 'd2t' maps draft token 36 to target token 96 (12 such)" in result['problems'][0]
+    tensors['d2t'] = np.full(48, 48, dtype=np.int64)  # the top half of the target vocabulary
+    write_drafter(d, config=config, tensors=tensors)
+    assert run(capsys, path=d, engine_version='0.5.23', target_path=t)['problems'] == []

@@ -147,7 +147,7 @@ class Rules:
         """Whether this engine builds fc_norm for ``config`` (None: it never does)."""
         if self.engine != 'sglang' or not self.loads_layers_names:
             return None
-        if self.mla and self.version < SGLANG_MLA_FC_NORM_VERSION:
+        if self.mla and (self.version is None or self.version < SGLANG_MLA_FC_NORM_VERSION):
             return None
         return bool(config.get('fc_norm') or config.get('use_aux_norm'))
 

@@ -511,3 +511,15 @@ def test_specforge_export_loads_with_the_recorded_llama_loader(version):
                if n in names}
     assert problems(tensors, config, version=version) == []
     assert e.plan_renames(names, config, e.Rules('sglang', parse_version(version)))[0] == {}
+
+
+@pytest.mark.parametrize('engine, version, expected', [
+    ('sglang', None, 'set engine_version'),
+    ('vllm', '0.32.0', 'for SGLang (kimi_k25_eagle3.py) only'),
+])
+def test_mla_drafter_without_a_known_loader_is_refused(engine, version, expected):
+    config = mla_drafter_config(fc_norm=True)
+    rules = e.Rules(engine, parse_version(version), 'mla')
+    assert rules.fc_norm_flag(config) is None
+    found = e.find_problems(mla_map(config), config, 'd/config.json', rules, 'd')
+    assert len(found) == 1 and expected in found[0]

@@ -37,6 +37,14 @@ def _group_cause(host, variables, hostvars):
     return '%s%s: %s' % (GROUP_FAILURE, ', '.join(group), '; '.join(causes)) if causes else None
 
 
+def depth_label(depth, adaptive=False):
+    """How a depth is shown (summary, status): the draft tokens verified per step, 'adaptive from N'
+    where SGLang's --speculative-adaptive starts at N, 'off' without speculative decoding."""
+    if depth is None or depth == '':
+        return 'off'
+    return ('adaptive from %s' if adaptive in (True, 'True', 'true') else '%s') % depth
+
+
 def _row(host, hostvars):
     """The table row of one host, and the canary report lines that follow the table."""
     variables = hostvars.get(host) or {}
@@ -57,7 +65,7 @@ def _row(host, hostvars):
         detail = result.get('url') or '-'
     depth = result.get('depth')
     row = (host, state, result.get('action') or '-', _figure(result.get('ready_s'), '%.1f'), version,
-           '-' if not result else ('off' if depth is None else str(depth)),
+           '-' if not result else depth_label(depth, result.get('adaptive')),
            _figure(result.get('accept_length'), '%.2f'), _one_line(detail))
     canary = variables.get('deploy_canary_verdict') or {}
     return row, ['%s %s' % (host, line) for line in canary.get('report') or []]
@@ -81,4 +89,4 @@ def deploy_summary(hosts, hostvars):
 
 class FilterModule:
     def filters(self):
-        return {'deploy_summary': deploy_summary}
+        return {'deploy_summary': deploy_summary, 'depth_label': depth_label}

@@ -25,9 +25,7 @@ def launch_argv(spec, version=None, options=None):
 
 
 def speculative_settings(speculative):
-    speculative = speculative or {}
-    return args.speculative_settings(speculative.get('depth'), speculative.get('num_steps'),
-                                     speculative.get('eagle_topk'), speculative.get('num_draft_tokens'))
+    return args.running_speculative(speculative)
 
 
 def launch_command(argv, python, engine='sglang', shim=None):

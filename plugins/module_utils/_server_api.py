@@ -140,6 +140,7 @@ def speculative_settings(info):
         'speculative_num_steps': info.get('speculative_num_steps'),
         'speculative_eagle_topk': info.get('speculative_eagle_topk'),
         'speculative_depth': info.get('speculative_num_draft_tokens'),
+        'speculative_adaptive': bool(info.get('speculative_adaptive')),
     }
 
 

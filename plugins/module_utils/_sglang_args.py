@@ -518,6 +518,20 @@ def _switch(name, value):
 ADAPTIVE_DEFAULT_START_STEPS = 7
 
 
+def running_speculative(spec_dec):
+    """The speculative shape the launch argv runs for ``spec_dec`` (the role's speculative settings):
+    ``{'depth', 'num_steps', 'eagle_topk', 'num_draft_tokens', 'adaptive'}``. ``depth`` is the draft
+    tokens verified per step (where an adaptive server starts); all None (and ``adaptive`` False) when
+    speculative decoding is off. The one derivation the summary, status, monitoring and the sweep show."""
+    spec_dec = spec_dec or {}
+    settings = speculative_settings(spec_dec.get('depth'), spec_dec.get('num_steps'),
+                                    spec_dec.get('eagle_topk'), spec_dec.get('num_draft_tokens'))
+    adaptive = bool(spec_dec.get('algorithm')) and _switch('speculative adaptive', spec_dec.get('adaptive'))
+    if adaptive and settings['num_steps'] is None and not spec_dec.get('adaptive_config'):
+        settings = speculative_settings(depth=ADAPTIVE_DEFAULT_START_STEPS + 1)
+    return dict(settings, adaptive=adaptive)
+
+
 def _adaptive_settings(algorithm, settings, version, config):
     """The speculative shape for --speculative-adaptive: top-k 1 and a starting depth the
     version starts with (``adaptive_plan`` raises where it refuses to start)."""

@@ -108,7 +108,12 @@ speculative:
       description: Draft tokens verified per step (C(speculative_num_draft_tokens)).
       type: int
       returned: always
-  sample: {algorithm: EAGLE3, num_steps: 15, eagle_topk: 1, depth: 16}
+    adaptive:
+      description: Whether SGLang runs C(--speculative-adaptive) (RV(speculative.depth) is then where it started).
+      type: bool
+      returned: always
+      version_added: 1.0.0
+  sample: {algorithm: EAGLE3, num_steps: 15, eagle_topk: 1, depth: 16, adaptive: false}
 accept_length:
   description: Acceptance length (tokens per verification step); null without speculative decoding or traffic.
   returned: always
@@ -184,7 +189,8 @@ def gather(request, timeout, health_path):
     result.update(
         status_codes=codes, engine=summary.get('engine'), version=summary.get('version'), model=model,
         speculative={'algorithm': summary.get('speculative_algorithm'), 'num_steps': summary.get('speculative_num_steps'),
-                     'eagle_topk': summary.get('speculative_eagle_topk'), 'depth': summary.get('speculative_depth')},
+                     'eagle_topk': summary.get('speculative_eagle_topk'), 'depth': summary.get('speculative_depth'),
+                     'adaptive': summary.get('speculative_adaptive', False)},
         accept_length=round(accept, 3) if accept else None, accept_length_source=accept_source,
         server_info_source=source)
     return result

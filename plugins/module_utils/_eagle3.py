@@ -297,16 +297,23 @@ class DraftConfig:
                 'self_attn.k_proj.weight': [self.kv_heads * hd, qkv_in],
                 'self_attn.v_proj.weight': [self.kv_heads * hd, qkv_in],
                 'self_attn.o_proj.weight': [h, self.heads * hd],
-                'mlp.gate_proj.weight': [self.intermediate, h],
-                'mlp.up_proj.weight': [self.intermediate, h],
-                'mlp.down_proj.weight': [h, self.intermediate],
-                'input_layernorm.weight': [h],
-                'hidden_norm.weight': [h],
-                'post_attention_layernorm.weight': [h],
             }
+            layer.update(self._mlp_and_norm_shapes())
             for rest, shape in layer.items():
                 shapes['layers.%d.%s' % (index, rest)] = (shape, not (index and rest in unused_after_first))
         return shapes
+
+    def _mlp_and_norm_shapes(self):
+        """The layer's dense MLP and norms, alike in the Llama and the MLA drafter."""
+        h = self.hidden
+        return {
+            'mlp.gate_proj.weight': [self.intermediate, h],
+            'mlp.up_proj.weight': [self.intermediate, h],
+            'mlp.down_proj.weight': [h, self.intermediate],
+            'input_layernorm.weight': [h],
+            'hidden_norm.weight': [h],
+            'post_attention_layernorm.weight': [h],
+        }
 
     def _mla_shapes(self):
         """The MLA drafter's own tensors (kimi_k25_eagle3.py: DeepseekV2AttentionMLA with a
@@ -322,13 +329,8 @@ class DraftConfig:
             'self_attn.kv_a_layernorm.weight': [kv_rank],
             'self_attn.kv_b_proj.weight': [self.heads * (nope + v_dim), kv_rank],
             'self_attn.o_proj.weight': [h, self.heads * v_dim],
-            'mlp.gate_proj.weight': [self.intermediate, h],
-            'mlp.up_proj.weight': [self.intermediate, h],
-            'mlp.down_proj.weight': [h, self.intermediate],
-            'input_layernorm.weight': [h],
-            'hidden_norm.weight': [h],
-            'post_attention_layernorm.weight': [h],
         }
+        layer.update(self._mlp_and_norm_shapes())
         shapes = {'layers.0.' + rest: (shape, True) for rest, shape in layer.items()}
         if c.get('tie_word_embeddings') is True:  # lm_head is embed_tokens: no lm_head.weight parameter
             del self.expected['lm_head.weight']

@@ -1,6 +1,6 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The README's "Layout" names every module, role and playbook of the collection, and the
+"""The README's "Layout" names every module, filter, role and playbook of the collection, and the
 action group of meta/runtime.yml is exactly the modules that share the server options."""
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ def _layout():
 
 @pytest.mark.parametrize('kind, names', [
     ('module', _names('plugins/modules', '.py')),
+    ('filter', _names('plugins/filter', '.yml')),
     ('role', [name for name in _names('roles', '') if os.path.isdir(os.path.join(ROOT, 'roles', name))]),
     ('playbook', _names('playbooks', '.yml')),
 ])
-def test_readme_layout_names_every_module_role_and_playbook(kind, names):
+def test_readme_layout_names_every_module_filter_role_and_playbook(kind, names):
     assert names, kind
     missing = [name for name in names if name not in _layout()]
     assert not missing, 'README.md, section "Layout", does not name the %s(s) %s' % (kind, ', '.join(missing))

@@ -170,6 +170,29 @@ def read_header(path):
     return parse_header(path, raw, size)
 
 
+INT_FORMATS = {'I8': 'b', 'U8': 'B', 'I16': 'h', 'I32': 'i', 'I64': 'q'}
+MAX_INT_TENSOR_BYTES = 64 << 20  # a d2t of a 163840-token draft vocabulary is 1.3 MB
+
+
+def read_int_tensor(header, name):
+    """The values of the small integer tensor ``name`` (a draft -> target map, d2t), as a
+    list, or None when its dtype is not an integer one or it is larger than MAX_INT_TENSOR_BYTES."""
+    info = header.tensors[name]
+    code = INT_FORMATS.get(info['dtype'])
+    begin, end = info['data_offsets']
+    if code is None or end - begin > MAX_INT_TENSOR_BYTES:
+        return None
+    try:
+        with open(header.path, 'rb') as f:
+            f.seek(header.data_start + begin)
+            data = f.read(end - begin)
+    except OSError as exc:
+        raise SafetensorsError('%s: cannot read tensor %r: %s' % (header.path, name, exc.strerror or exc))
+    if len(data) != end - begin:
+        raise SafetensorsError('%s: truncated: tensor %r ends past the end of the file' % (header.path, name))
+    return list(struct.unpack('<%d%s' % (len(data) // struct.calcsize(code), code), data))
+
+
 def parse_header(path, raw, size):
     """Validate the header region ``raw`` of a file of ``size`` bytes."""
     try:

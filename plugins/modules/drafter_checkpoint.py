@@ -26,6 +26,18 @@ description:
     place (C(layers.0.) and C(midlayer.) have the same length, so this is the usual case);
     otherwise the data is streamed by the kernel into a temporary file that is renamed
     over the original. The sharded index and config.json are replaced atomically."
+  - "Two drafter classes: the Llama EAGLE-3 drafter (C(LlamaForCausalLMEagle3), SGLang
+    C(llama_eagle3.py)) and the Kimi-K2.5 MLA EAGLE-3 drafter (C(Eagle3DeepseekV2ForCausalLM),
+    SGLang C(kimi_k25_eagle3.py), from 0.5.12.post1): one layer with DeepSeek-V2 multi-latent
+    attention (C(q_a_proj), C(q_a_layernorm), C(q_b_proj), C(kv_a_proj_with_mqa), C(kv_a_layernorm),
+    C(kv_b_proj), C(o_proj)), shapes from C(q_lora_rank), C(kv_lora_rank), C(qk_rope_head_dim),
+    C(qk_nope_head_dim), C(v_head_dim) and the heads of config.json. Its loader maps C(layers.0.)
+    to C(midlayer.) itself, so both spellings are kept as they are; it fuses C(q_a_proj) and
+    C(kv_a_proj_with_mqa) only when both are present, skips other unknown names with the warning
+    C(Eagle3 MLA: skipping unexpected weight) and loads C(fc_norm.N) (from 0.5.13.post1) only when
+    config.json sets C(fc_norm) or C(use_aux_norm). The class is the one config.json names, else the
+    one the attention tensors show. An SGLang release before 0.5.12.post1 (or no O(engine_version))
+    refuses it, as does O(engine=vllm)."
   - "A drafter saved by vllm-project C(speculators) (config.json with
     C(speculators_model_type) and the sizes under C(transformer_layer_config),
     C(architectures) C(Eagle3Speculator) or C(Eagle3DraftModel)) is read by no SGLang
@@ -57,6 +69,11 @@ description:
     natively; NFSv3 needs C(lockd)/C(rpc.statd) on the clients and the server, and a mount
     with C(nolock) or C(local_lock) makes the lock local to each host (no protection
     between hosts)."
+  - "A training run's output directory is refused with what to give instead: SpecForge's
+    checkpoint folders (C(epoch_N_step_M/), each a drafter directory) are listed with the latest
+    named, and a SpecForge training state (C(training_state.pt)) needs C(specforge export --to sglang)
+    first. A SpecForge drafter (C(midlayer.) names, C(fc), C(norm), C(lm_head), C(d2t), C(t2d),
+    no embeddings) is checked like any Llama EAGLE-3 drafter."
   - Fails, without modifying anything, on bad input (not safetensors, truncated, invalid
     header, read-only files, C(pytorch_model.bin) ...) and when problems remain that
     would stop the engine loading the drafter correctly.
@@ -116,11 +133,31 @@ options:
         description: Replacement.
         type: str
         required: true
+  target_path:
+    description:
+      - The target model directory on the host (with its C(config.json)), or that
+        C(config.json) itself. The drafter is then checked against the model it will serve -
+        its C(hidden_size) (or C(target_hidden_size)) against the target's C(hidden_size),
+        C(vocab_size) against the target's, C(draft_vocab_size) no larger than the target's
+        vocabulary, the target token ids C(d2t) maps the draft tokens to within the target's
+        vocabulary (the only tensor data read, an integer tensor of C(draft_vocab_size) entries;
+        its length is checked against C(draft_vocab_size) in any case), every
+        C(eagle_aux_hidden_state_layer_ids) entry a layer of the target (below its
+        C(num_hidden_layers)), and an MLA drafter (C(Eagle3DeepseekV2ForCausalLM)) only for a
+        target with multi-latent attention (DeepSeek-V2/V3 or Kimi, with C(kv_lora_rank)). A Llama
+        EAGLE-3 drafter may serve any target.
+      - The fields of a multimodal target (Kimi-K2.5) are read from its C(text_config).
+      - A mismatch is a problem (the task fails, nothing is changed), naming both files and the field.
+    type: path
+    version_added: 1.0.0
   fix_architecture:
     description:
-      - Set C(architectures) in config.json to V(LlamaForCausalLMEagle3) when the tensors
-        are an EAGLE-3 drafter but the config names a class the engine does not build the
-        drafter for (for example C(LlamaForCausalLM)).
+      - Set C(architectures) in config.json to the drafter class its tensors show
+        (V(LlamaForCausalLMEagle3), or V(Eagle3DeepseekV2ForCausalLM) for MLA attention) when
+        the tensors are an EAGLE-3 drafter but the config names a class the engine does not
+        build the drafter for (for example C(LlamaForCausalLM) or C(DeepseekV3ForCausalLM)).
+      - A config.json that names one drafter class is never given the other; a mismatch with
+        the tensors is reported instead.
     type: bool
     default: true
   convert_speculators:
@@ -163,6 +200,9 @@ seealso:
   - name: EAGLE-3 in SGLang
     description: The drafter model class and its weight names.
     link: https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/models/llama_eagle3.py
+  - name: The Kimi-K2.5 MLA EAGLE-3 drafter in SGLang
+    description: Eagle3DeepseekV2ForCausalLM and its weight names.
+    link: https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/models/kimi_k25_eagle3.py
 """
 
 EXAMPLES = r"""
@@ -171,6 +211,13 @@ EXAMPLES = r"""
     path: /models/kimi-k2.5-eagle3
     engine: sglang
     engine_version: 0.5.11
+
+- name: Check the Kimi-K2.5 MLA drafter for SGLang 0.5.23 against the target it serves
+  llmops.serving.drafter_checkpoint:
+    path: /models/kimi-k2.5-eagle3-mla
+    engine_version: 0.5.23
+    target_path: /models/Kimi-K2.5
+    fix: false
 
 - name: Only check a drafter for vLLM (fails on any problem)
   llmops.serving.drafter_checkpoint:
@@ -192,7 +239,7 @@ EXAMPLES = r"""
 
 - name: Strip a training prefix and keep the original headers
   llmops.serving.drafter_checkpoint:
-    path: /models/specforge-out/epoch_9
+    path: /models/specforge-out/epoch_9_step_12000
     rename:
       - from: draft_model.
         to: ''
@@ -282,6 +329,11 @@ speculators:
   sample: {"speculators_version": "0.3.0", "speculators_model_type": "eagle3",
            "verifier": "meta-llama/Llama-3.1-8B-Instruct", "converted": true,
            "tensors_renamed": 1, "refused": []}
+target_config:
+  description: The target's config.json the drafter was checked against.
+  returned: when O(target_path) is set
+  type: str
+  sample: /models/Kimi-K2.5/config.json
 config_backup_file:
   description: Where the original config.json was kept, with O(backup=true).
   returned: when config.json was changed with O(backup=true)
@@ -327,6 +379,7 @@ diff:
 
 import json
 import os
+import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
@@ -377,6 +430,7 @@ def locate(path):
                            % directory)
     shards = [n for n in entries if n.endswith('.safetensors')]
     if not shards:
+        _refuse_training_output(directory, entries)
         pickles = [n for n in entries if n.endswith('.bin') or n.endswith('.pt')]
         if pickles:
             raise DrafterError('%s: holds %s but no .safetensors: convert the checkpoint to '
@@ -397,6 +451,55 @@ def locate(path):
                                    % (index, name, directory))
         return directory, config, index, [os.path.join(directory, n) for n in listed]
     return directory, config, None, [os.path.join(directory, n) for n in shards]
+
+
+def _target_config(path):
+    """The target's config.json: ``path`` itself or the one in the directory ``path``."""
+    config = os.path.join(path, 'config.json') if os.path.isdir(path) else path
+    if not os.path.isfile(config):
+        raise DrafterError('%s: no config.json: target_path must be the target model directory (or its '
+                           'config.json) on the host' % path)
+    return config
+
+
+def _checkpoint_folders(directory, depth=2):
+    """Folders under ``directory`` (``depth`` levels) holding config.json and safetensors
+    files, oldest first by the numbers in their names (``epoch_9_step_1000``)."""
+    found = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name.startswith('.') or not os.path.isdir(path):
+            continue
+        inside = os.listdir(path)
+        if 'config.json' in inside and any(n.endswith('.safetensors') for n in inside):
+            found.append(path)
+        elif depth > 1:
+            found.extend(_checkpoint_folders(path, depth - 1))
+    return sorted(found, key=lambda p: [int(n) for n in re.findall(r'\d+', os.path.relpath(p, directory))])
+
+
+def _refuse_training_output(directory, entries):
+    """Raise DrafterError for a training run's output directory (SpecForge): the drafter is
+    one of its checkpoint folders, or must be exported from its training state first."""
+    if 'training_state.pt' in entries:
+        raise DrafterError('%s: a SpecForge training checkpoint (training_state.pt, which no engine loads): export '
+                           'it with "specforge export --to sglang --checkpoint %s --draft-config <the draft '
+                           'config.json> --output-dir <dir>" and give that directory as path' % (directory, directory))
+    folders = _checkpoint_folders(directory)
+    if folders:
+        raise DrafterError('%s: no .safetensors here but %d checkpoint folder(s) (%s): give one of them as path, '
+                           'for example the latest, %s' % (directory, len(folders), ', '.join(
+                               os.path.relpath(f, directory) for f in folders[-3:]), folders[-1]))
+
+
+def _read_d2t(found):
+    """(file, name, values) of the drafter's d2t tensor, or None (absent, not an integer tensor)."""
+    for header in found.headers:
+        for name in header.tensors:
+            if name == 'd2t' or name.endswith('.d2t'):
+                values = _safetensors.read_int_tensor(header, name)
+                return None if values is None else (header.path, name, values)
+    return None
 
 
 def _lock_dirs(directory, files, modify_shared_blobs):
@@ -442,6 +545,9 @@ class Checkpoint:
         self.tensors = {}  # name -> (file, dtype, shape)
         self.config = None
         self.index = None
+        self.target_path = None  # the target's config.json
+        self.target = None
+        self.d2t = None  # (file, name, values) of the draft -> target map, read with a target
 
 
 class Plan:
@@ -528,6 +634,10 @@ class Drafter:
             found.config = _load_json(config_path, 'config.json')
         if index_path:
             found.index = _load_json(index_path, 'the sharded index')
+        if self.p.get('target_path'):
+            found.target_path = _target_config(self.p['target_path'])
+            found.target = _load_json(found.target_path, "the target's config.json")
+            found.d2t = _read_d2t(found)
         return found
 
     def plan(self, found):
@@ -535,6 +645,7 @@ class Drafter:
         how each file is written."""
         p = self.p
         tensors = found.tensors
+        self.rules = self.rules.for_drafter(_eagle3.drafter_kind(found.config, tensors))
         converted, reasons = self._speculators_plan(found)
         spec_renames = {}
         if p['fix']:
@@ -563,10 +674,9 @@ class Drafter:
             origin[new] = name
 
         plan.config_after = converted or found.config
-        if (converted is None and found.config is not None and p['fix'] and p['fix_architecture']
-                and not _eagle3.architecture_accepted(found.config, self.rules)
-                and _eagle3.looks_like_eagle3(tensors)):
-            plan.config_after = dict(found.config, architectures=[_eagle3.EAGLE3_ARCHITECTURE])
+        architectures = _eagle3.fixed_architecture(found.config, tensors, self.rules)
+        if converted is None and architectures and p['fix'] and p['fix_architecture']:
+            plan.config_after = dict(found.config, architectures=architectures)
 
         if found.index is not None:
             weight_map = {plan.mapping.get(n, n): os.path.basename(v[0]) for n, v in tensors.items()}
@@ -592,8 +702,12 @@ class Drafter:
         tensors = found.tensors
 
         def problems_of(tensor_map, cfg):
-            return _eagle3.find_problems(tensor_map, cfg, found.config_label, self.rules,
-                                         p['path'], p['layout'])
+            found_problems = _eagle3.find_problems(tensor_map, cfg, found.config_label, self.rules,
+                                                   p['path'], p['layout'])
+            if found.target is not None and cfg is not None:
+                found_problems += _eagle3.target_problems(cfg, found.config_label, found.target,
+                                                          found.target_path, self.rules.drafter, found.d2t)
+            return found_problems
         before = problems_of(tensors, found.config)
         after = plan.rename_problems + problems_of(plan.tensors_after, plan.config_after)
         if plan.index_after is not None:
@@ -630,6 +744,8 @@ class Drafter:
                           'architectures': (plan.config_after or {}).get('architectures')},
             },
         }
+        if found.target_path:
+            result['target_config'] = found.target_path
         if plan.speculators is not None:
             plan.speculators['converted'] = plan.speculators['converted'] and not problems
             result['speculators'] = plan.speculators
@@ -718,6 +834,7 @@ ARGUMENT_SPEC = dict(
     engine=dict(type='str', default='sglang', choices=list(_eagle3.ENGINES)),
     engine_version=dict(type='str'),
     layout=dict(type='str', default='auto', choices=list(_eagle3.LAYOUTS)),
+    target_path=dict(type='path'),
     rename=dict(type='list', elements='dict', default=[], options=dict(
         **{'from': dict(type='str', required=True), 'to': dict(type='str', required=True)})),
     fix_architecture=dict(type='bool', default=True),

@@ -64,6 +64,7 @@ options:
         example the variable that set them). The missing ones are returned in RV(missing_paths); when one is
         missing, the engine is not probed and the caller is expected to fail on them.
       - Checking them here spares a separate M(ansible.builtin.stat) round trip per path.
+      - The C(config.json) of each of them that is a directory holding one is returned in RV(configs).
     type: dict
     default: {}
 '''
@@ -110,6 +111,14 @@ missing_paths:
   type: dict
   returned: success
   sample: {sglang_server_model_path: /models/nowhere}
+configs:
+  description:
+    - The parsed C(config.json) of each entry of O(paths) that is a directory holding one, by name (the model's heads,
+      layers, hidden size and vocabulary, checked against the launch settings before anything stops).
+  type: dict
+  returned: success
+  version_added: 1.0.0
+  sample: {sglang_server_model_path: {architectures: [LlamaForCausalLM], num_attention_heads: 32}}
 service_mgr:
   description: >-
     V(systemd) when systemd manages the host (C(/proc/1/comm) is C(systemd) or C(/run/systemd/system) exists, the
@@ -204,6 +213,16 @@ def write_help_cache(path, options):
         raise
 
 
+def read_config(path):
+    """The parsed config.json of a checkpoint directory, or None where there is none."""
+    try:
+        with open(os.path.join(path, 'config.json'), encoding='utf-8') as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=ARGUMENT_SPEC,
@@ -213,6 +232,8 @@ def main():
     host = dict(changed=False, service_mgr=service_manager(),
                 missing_paths=dict((name, path) for name, path in module.params['paths'].items()
                                    if not os.path.exists(path)))
+    host['configs'] = dict((name, config) for name, config in (
+        (name, read_config(path)) for name, path in module.params['paths'].items()) if config is not None)
     if host['missing_paths']:
         module.exit_json(**host)
     # The role variable the python comes from, so that the message says what to set.

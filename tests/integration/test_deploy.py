@@ -36,6 +36,9 @@ def deploy_vars(**overrides):
         'llmops_simulated_gpus': 8,
         'llmops_simulator_dir': SIM,
         'llmops_simulator_checkpoints': '/srv/llmops/checkpoints',
+        # the test bed's own names, which the deploy's preflight would warn about
+        'llmops_known_variables': ['llmops_simulator', 'llmops_simulated_gpus', 'llmops_simulator_dir',
+                                   'llmops_simulator_checkpoints'],
         'sglang_server_python': '/usr/bin/python3',
         'sglang_server_model_path': '/srv/llmops/checkpoints/target',
         'sglang_server_speculative_draft_model_path': '/srv/llmops/checkpoints/drafter',

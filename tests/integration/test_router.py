@@ -230,6 +230,94 @@ def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
     assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
 
 
+def on(host, there, elsewhere):
+    """A value that is ``there`` on host and ``elsewhere`` on the other hosts (templated per host)."""
+    return "{{ %r if inventory_hostname == %r else %r }}" % (there, host, elsewhere)
+
+
+# (what the operator got wrong, playbook, extra vars over router_vars(), --limit, what the refusal must say)
+SLIPS = [
+    ('serial 2 with max_unavailable 1', 'deploy', {'llmops_serial': 2, 'sglang_server_speculative_depth': 12}, None,
+     'batch 1 would take 2 servers (ns1, ns2) out of router ns3 at once, but sglang_router_max_unavailable is 1'),
+    ('a batch of the whole fleet', 'deploy', {'llmops_serial': '100%', 'sglang_server_speculative_depth': 12}, None,
+     'batch 1 would take 2 servers (ns1, ns2) out of router ns3 at once'),
+    ('the drafter missing on the last host', 'deploy',
+     {'sglang_server_speculative_depth': 12, 'llmops_serial': 1,
+      'sglang_server_speculative_draft_model_path': on('ns2', '/srv/llmops/nowhere', '/srv/llmops/checkpoints/drafter')},
+     None, 'sglang_server_speculative_draft_model_path is /srv/llmops/nowhere, which does not exist on ns2'),
+    ('the model missing on one host', 'deploy',
+     {'llmops_serial': 1, 'sglang_server_model_path': on('ns1', '/srv/llmops/gone', '/srv/llmops/checkpoints/target')},
+     None, 'sglang_server_model_path is /srv/llmops/gone, which does not exist on ns1'),
+    ('a router key other than the servers\'', 'deploy', {'llmops_serial': 1, 'sglang_router_api_key': 'sk-another-key'},
+     None, 'the API key of router ns3 (sglang_router_api_key) differs from the one server ns1 requires'),
+    ('the key only in the model group\'s vars', 'deploy',
+     {'llmops_serial': 1, 'sglang_server_api_key': "{{ %r if inventory_hostname in groups.sglang_servers else '' }}" % API_KEY},
+     None, 'router ns3 has no API key (sglang_router_api_key is empty there), but server ns1 requires one'),
+    ('a typo, with llmops_strict', 'deploy',
+     {'llmops_serial': 1, 'llmops_strict': True, 'sglang_server_draft_model_path': '/srv/llmops/checkpoints/drafter'},
+     None, 'sglang_server_draft_model_path (on ns1, ns2, ns3) is not a variable of llmops.serving: did you mean'),
+    ('TP larger than the host\'s GPUs', 'deploy', {'llmops_serial': 1, 'sglang_server_tp_size': 16}, None,
+     'sglang_server_tp_size 16 needs GPUs 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 on ns1'),
+    ('TP that the model\'s heads do not divide', 'deploy', {'llmops_serial': 1, 'sglang_server_tp_size': 3}, None,
+     'ns1: sglang_server_tp_size 3 does not divide the 16 attention heads of the model (num_attention_heads in '
+     '/srv/llmops/checkpoints/target/config.json)'),
+    ('a multi-node group host left out of --limit', 'deploy',
+     {'llmops_serial': 1, 'sglang_server_group_hosts': ['ns1', 'ns2'], 'sglang_server_dist_init_port': 29555}, 'ns1',
+     'ns1: its multi-node group (sglang_server_group_hosts: ns1, ns2) starts and stops as one, but ns2 is not in this run'),
+]
+
+
+def test_operator_slips_are_refused_before_anything_stops(bed, run_playbook, fleet):
+    """Each slip of the fleet plan issue, run behind the router under streaming load: every one is
+    refused with a message naming the host and the variable, no server restarts (PIDs unchanged), both
+    stay in the router, and no request fails or is cut. Then an inventory llmops_serial, router.yml
+    without a router group, and a typo without llmops_strict (a warning with the closest name)."""
+    inventory, router = bed[1], bed[2]
+    # The servers at depth 10 (as the rolling deploy above leaves them): the runs that change nothing use it.
+    run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), expect_rc=0, timeout=600,
+                 extra_vars=router_vars(sglang_server_speculative_depth=10, llmops_serial=1))
+    before = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
+    refused = {}
+    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
+        wait_for(lambda: load.sent >= 20, 60)
+        for slip, playbook, overrides, limit, expected in SLIPS:
+            result = run_playbook('playbooks/%s.yml' % playbook, inventory=inventory, limit=limit or ','.join(SERVERS),
+                                  extra_vars=router_vars(**overrides), timeout=300)
+            refused[slip] = (result.rc, expected in ' '.join(result.stdout.split()), result.stdout[-3000:])
+            assert {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS} == before, slip
+            assert workers(router) == {url_of(fleet, h): True for h in SERVERS}, slip
+        # An inventory llmops_serial: Ansible would batch by the default; refused in the first batch's pre_tasks.
+        vars_dir = os.path.join(inventory, 'group_vars')
+        os.makedirs(vars_dir, exist_ok=True)
+        with open(os.path.join(vars_dir, 'all.yml'), 'w') as f:
+            f.write('llmops_serial: 2\n')
+        try:
+            extra = router_vars(sglang_server_speculative_depth=10)
+            del extra['llmops_serial']
+            result = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), extra_vars=extra)
+        finally:
+            os.unlink(os.path.join(vars_dir, 'all.yml'))
+        refused['an inventory llmops_serial'] = (result.rc, '-e llmops_serial=2' in result.stdout, result.stdout[-3000:])
+        assert {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS} == before
+        sent = load.sent
+        wait_for(lambda: load.sent >= sent + 10, 60)
+    print('\noperator slips behind the router: %d refused; %d requests, %d failed, %d truncated'
+          % (len(refused), load.sent, load.failed, load.truncated))
+    for slip, (rc, named, tail) in refused.items():
+        assert rc != 0 and named, '%s: rc %d, message not found in:\n%s' % (slip, rc, tail)
+    assert load.failed == 0 and load.truncated == 0
+    # router.yml on an inventory without routers: refused with the fix, not a green run that does nothing.
+    no_router = run_playbook('playbooks/router.yml', inventory=fleet.inventory, extra_vars=router_vars())
+    assert no_router.rc != 0 and 'the inventory has no host in group sglang_routers' in ' '.join(no_router.stdout.split())
+    # A typo without llmops_strict: a warning with the closest declared name; nothing changes.
+    typo = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), expect_rc=0,
+                        extra_vars=router_vars(llmops_serial=1, sglang_server_speculative_depth=10,
+                                               sglang_server_speculative_dept=12))
+    assert 'sglang_server_speculative_dept (on ns1, ns2, ns3) is not a variable of llmops.serving: did you mean ' \
+           'sglang_server_speculative_depth?' in ' '.join(typo.stdout.split() + typo.stderr.split())
+    assert {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS} == before
+
+
 def test_killed_worker_out_within_interval_and_back_when_healthy(bed, run_playbook):
     fleet, inventory, router = bed[:3]
     url = url_of(fleet, 'ns2')

@@ -16,7 +16,8 @@ import json
 import os
 import struct
 
-HIDDEN, INTER, HEADS, KV_HEADS, VOCAB, DRAFT_VOCAB, LAYERS = 64, 128, 4, 2, 512, 256, 4
+# 16 attention heads and 8 key/value heads: SGLang needs TP to divide them (the test bed runs TP up to 16).
+HIDDEN, INTER, HEADS, KV_HEADS, VOCAB, DRAFT_VOCAB, LAYERS = 64, 128, 16, 8, 512, 256, 4
 DTYPES = {'BF16': 2, 'I64': 8, 'BOOL': 1}
 LAYER = ('self_attn.q_proj.weight', 'self_attn.k_proj.weight', 'self_attn.v_proj.weight',
          'self_attn.o_proj.weight', 'mlp.gate_proj.weight', 'mlp.up_proj.weight', 'mlp.down_proj.weight',

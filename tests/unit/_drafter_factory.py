@@ -134,3 +134,68 @@ def speculators_tensors(config, seed=0):
     if config.get('norm_before_fc'):
         out['input_norm.weight'] = np.ones(aux * hidden, dtype=np.float16)
     return out
+
+
+def mla_drafter_config(hidden=32, intermediate=64, heads=4, vocab=96, draft_vocab=48, q_lora_rank=16,
+                       kv_lora_rank=8, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8,
+                       aux_layer_ids=(1, 2, 3), **extra):
+    """config.json of a Kimi-K2.5 style MLA EAGLE-3 drafter (Eagle3DeepseekV2ForCausalLM)."""
+    config = {
+        'architectures': ['Eagle3DeepseekV2ForCausalLM'], 'model_type': 'kimi_k2',
+        'hidden_size': hidden, 'intermediate_size': intermediate, 'num_attention_heads': heads,
+        'num_key_value_heads': heads, 'num_hidden_layers': 1, 'vocab_size': vocab,
+        'draft_vocab_size': draft_vocab, 'q_lora_rank': q_lora_rank, 'kv_lora_rank': kv_lora_rank,
+        'qk_rope_head_dim': qk_rope_head_dim, 'qk_nope_head_dim': qk_nope_head_dim, 'v_head_dim': v_head_dim,
+        'rms_norm_eps': 1e-06, 'hidden_act': 'silu', 'tie_word_embeddings': False,
+        'max_position_embeddings': 4096, 'rope_theta': 50000.0,
+        'eagle_config': {'eagle_aux_hidden_state_layer_ids': list(aux_layer_ids)},
+    }
+    config.update(extra)
+    return config
+
+
+def mla_drafter_tensors(config, spelling='layers', seed=0):
+    """name -> array for a complete MLA drafter, shaped as DeepseekV2AttentionMLA builds its
+    projections (q_a / kv_a over the 2 x hidden EAGLE-3 input) with a dense MLP."""
+    rng = np.random.default_rng(seed)
+    h, inter, heads = config['hidden_size'], config['intermediate_size'], config['num_attention_heads']
+    q_rank, kv_rank, rope = config['q_lora_rank'], config['kv_lora_rank'], config['qk_rope_head_dim']
+    nope, v_dim = config['qk_nope_head_dim'], config['v_head_dim']
+    aux = len(config['eagle_config']['eagle_aux_hidden_state_layer_ids'])
+    dv = config['draft_vocab_size']
+
+    def rand(*shape):
+        return rng.standard_normal(shape).astype(np.float16)
+
+    out = {'fc.weight': rand(h, aux * h), 'norm.weight': rand(h), 'lm_head.weight': rand(dv, h),
+           'embed_tokens.weight': rand(config['vocab_size'], h),
+           'd2t': np.zeros(dv, dtype=np.int64), 't2d': np.zeros(config['vocab_size'], dtype=bool)}
+    if config.get('fc_norm') or config.get('use_aux_norm'):
+        out.update(('fc_norm.%d.weight' % i, rand(h)) for i in range(aux))
+    pre = 'midlayer.' if spelling == 'midlayer' else 'layers.0.'
+    layer = {'self_attn.q_a_proj.weight': (q_rank, 2 * h), 'self_attn.q_a_layernorm.weight': (q_rank,),
+             'self_attn.q_b_proj.weight': (heads * (nope + rope), q_rank),
+             'self_attn.kv_a_proj_with_mqa.weight': (kv_rank + rope, 2 * h),
+             'self_attn.kv_a_layernorm.weight': (kv_rank,),
+             'self_attn.kv_b_proj.weight': (heads * (nope + v_dim), kv_rank),
+             'self_attn.o_proj.weight': (h, heads * v_dim), 'mlp.gate_proj.weight': (inter, h),
+             'mlp.up_proj.weight': (inter, h), 'mlp.down_proj.weight': (h, inter),
+             'input_layernorm.weight': (h,), 'hidden_norm.weight': (h,), 'post_attention_layernorm.weight': (h,)}
+    out.update((pre + rest, rand(*shape)) for rest, shape in layer.items())
+    return out
+
+
+def target_config(hidden=32, vocab=96, layers=4, architectures=('LlamaForCausalLM',), **extra):
+    """config.json of a target model."""
+    config = {'architectures': list(architectures), 'hidden_size': hidden, 'vocab_size': vocab,
+              'num_hidden_layers': layers, 'num_attention_heads': 4, 'intermediate_size': 64}
+    config.update(extra)
+    return config
+
+
+def write_target(directory, **kw):
+    """A target model directory: only its config.json (what drafter_checkpoint reads)."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, 'config.json'), 'w') as f:
+        json.dump(target_config(**kw), f, indent=2)
+    return directory

@@ -6,7 +6,8 @@ import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import _eagle3 as e
 from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
-from ansible_collections.llmops.serving.tests.unit._drafter_factory import drafter_config, drafter_tensors
+from ansible_collections.llmops.serving.tests.unit._drafter_factory import (
+    drafter_config, drafter_tensors, mla_drafter_config, mla_drafter_tensors)
 
 
 def tensor_map(config, spelling='layers', prefix='', drop=(), extra=None):
@@ -293,3 +294,232 @@ def test_loader_facts_match_the_releases():
         assert (rules.fc_norm_flag({'fc_norm': True}) is True) == facts['config_fc_norm'], version
         assert (rules.input_norm_flag({'norm_before_fc': True}) is True) == facts['config_norm_before_fc'], version
         assert rules.loads_layers_names == facts['layers_modulelist'] == facts['midlayer_to_layers0'], version
+
+
+# ---- the Kimi-K2.5 MLA drafter (kimi_k25_eagle3.py, Eagle3DeepseekV2ForCausalLM) of each release
+
+def releases_module():
+    from ansible_collections.llmops.serving.tests.releases import releases
+    return releases
+
+
+RELEASES = releases_module().versions()
+
+
+def mla_map(config, spelling='layers', drop=(), extra=None, shapes=None):
+    out = {n: ('d/model.safetensors', 'F16', list(a.shape))
+           for n, a in mla_drafter_tensors(config, spelling).items() if n not in drop}
+    out.update(extra or {})
+    for name, shape in (shapes or {}).items():
+        out[name] = ('d/model.safetensors', 'F16', shape)
+    return out
+
+
+def model_parameters(config, version):
+    """The parameters Eagle3DeepseekV2ForCausalLM has for ``config`` (its __init__ in the
+    release's wheel: model.fc, model.midlayer.{self_attn,mlp,norms}, model.norm, lm_head)."""
+    params = {'model.embed_tokens.weight', 'model.fc.weight', 'model.norm.weight', 'lm_head.weight',
+              'model.midlayer.self_attn.fused_qkv_a_proj_with_mqa.weight', 'model.midlayer.mlp.gate_up_proj.weight'}
+    for rest in ('self_attn.q_a_layernorm', 'self_attn.q_b_proj', 'self_attn.kv_a_layernorm', 'self_attn.kv_b_proj',
+                 'self_attn.o_proj', 'mlp.down_proj', 'input_layernorm', 'hidden_norm', 'post_attention_layernorm'):
+        params.add('model.midlayer.%s.weight' % rest)
+    facts = releases_module().load(version)['loader']['kimi_k25_eagle3']
+    if facts['config_fc_norm'] and (config.get('fc_norm') or config.get('use_aux_norm')):
+        params.update('model.fc_norm.%d.weight' % i for i in range(3))
+    return params
+
+
+def run_recorded_loader(version, names, params, module='kimi_k25_eagle3'):
+    """Run the release's own load_weights of ``module`` (recorded in its fixture) on tensor
+    ``names`` with numpy standing in for torch: (parameters loaded, names it warned about)."""
+    import logging
+    import re
+    import textwrap
+    import types
+    import typing
+
+    import numpy as np
+    source = textwrap.dedent('\n'.join(releases_module().load(version)['loader'][module]['load_weights']))
+    loaded, warned = set(), []
+
+    class Param:
+        def __init__(self, name):
+            self.weight_loader = lambda param, weight, *shard: loaded.add(name)
+
+    class Logger(logging.Logger):
+        def warning(self, msg, *args, **kwargs):
+            warned.append(args[0])
+
+    fake_torch = types.SimpleNamespace(Tensor=object, arange=np.arange,
+                                       cat=lambda parts, dim=0: np.concatenate(parts, axis=dim))
+    namespace = {'torch': fake_torch, 're': re, 'Iterable': typing.Iterable, 'Tuple': typing.Tuple,
+                 'logger': Logger('recorded'), 'default_weight_loader': None}
+    exec(compile(source, 'kimi_k25_eagle3.py', 'exec'), namespace)  # pylint: disable=exec-used
+    model = types.SimpleNamespace(named_parameters=lambda: {p: Param(p) for p in params}.items(),
+                                  post_load_weights=lambda: None)
+    namespace['load_weights'](model, [(n, np.zeros(1)) for n in names])
+    return loaded, warned
+
+
+def mla_problems(tensors, config, version):
+    return e.find_problems(tensors, config, 'd/config.json', e.Rules('sglang', parse_version(version), 'mla'), 'd')
+
+
+MLA_RELEASES = [v for v in RELEASES if 'kimi_k25_eagle3' in releases_module().load(v)['loader']]
+
+
+@pytest.mark.parametrize('version', RELEASES)
+def test_mla_loader_exists_where_the_release_ships_it(version):
+    rules = e.Rules('sglang', parse_version(version), 'mla')
+    assert rules.has_mla_loader == (version in MLA_RELEASES)
+    config = mla_drafter_config()
+    found = mla_problems(mla_map(config), config, version)
+    if version in MLA_RELEASES:
+        assert found == []
+    else:
+        assert len(found) == 1 and 'first ships in SGLang %s' % MLA_RELEASES[0] in found[0]
+
+
+@pytest.mark.parametrize('version', MLA_RELEASES)
+@pytest.mark.parametrize('spelling', ['layers', 'midlayer'])
+@pytest.mark.parametrize('fc_norm', [False, True])
+def test_mla_drafter_loads_every_parameter_with_the_recorded_loader(version, spelling, fc_norm):
+    config = mla_drafter_config(fc_norm=fc_norm)
+    tensors = mla_map(config, spelling)
+    loaded, warned = run_recorded_loader(version, tensors, model_parameters(config, version))
+    found = mla_problems(tensors, config, version)
+    names_with_problems = {n for n in tensors if any(repr(n) in p for p in found)}
+    assert loaded == model_parameters(config, version)
+    assert names_with_problems == set(warned), (found, warned)
+    # the names load as they are: the loader maps layers.0 -> midlayer itself
+    mapping, layout = e.plan_renames(list(tensors), config, e.Rules('sglang', parse_version(version), 'mla'))
+    assert mapping == {} and layout == spelling
+
+
+@pytest.mark.parametrize('version', MLA_RELEASES)
+def test_mla_fc_norm_needs_its_release_and_config_flag(version):
+    facts = releases_module().load(version)['loader']['kimi_k25_eagle3']
+    rules = e.Rules('sglang', parse_version(version), 'mla')
+    assert (rules.fc_norm_flag({'fc_norm': True}) is True) == facts['config_fc_norm']
+    config = mla_drafter_config(fc_norm=True)
+    found = mla_problems(mla_map(config), config, version)
+    if facts['config_fc_norm']:
+        assert found == []
+        missing = mla_problems(mla_map(config, drop=('fc_norm.1.weight',)), config, version)
+        assert len(missing) == 1 and "missing required tensor 'fc_norm.1.weight'" in missing[0]
+    else:
+        assert len(found) == 3 and all(e.MLA_WARNING in p and '0.5.13.post1' in p for p in found)
+
+
+@pytest.mark.parametrize('version', MLA_RELEASES)
+@pytest.mark.parametrize('drop, extra, expected', [
+    (('layers.0.self_attn.kv_b_proj.weight',), None, ["missing required tensor 'layers.0.self_attn.kv_b_proj.weight'"]),
+    (('layers.0.self_attn.kv_a_proj_with_mqa.weight',), None,
+     ["missing required tensor 'layers.0.self_attn.kv_a_proj_with_mqa.weight': SGLang fills fused_qkv_a_proj_with_mqa"]),
+    ((), {'model.norm.weight': ('d/model.safetensors', 'F16', [32])}, ['strip the "model." prefix']),
+    ((), {'layers.1.hidden_norm.weight': ('d/model.safetensors', 'F16', [32])}, ['one layer']),
+    ((), {'aux_norm_low.weight': ('d/model.safetensors', 'F16', [32])}, ['rename it to fc_norm.0.weight']),
+    ((), {'layers.0.self_attn.q_proj.weight': ('d/model.safetensors', 'F16', [48, 64])}, ['a Llama attention weight']),
+    (('layers.0.self_attn.q_a_proj.weight', 'layers.0.self_attn.kv_a_proj_with_mqa.weight'),
+     {'layers.0.self_attn.fused_qkv_a_proj_with_mqa.weight': ('d/model.safetensors', 'F16', [28, 64])},
+     ['silently dropped', "missing required tensor 'layers.0.self_attn.q_a_proj.weight'",
+      "missing required tensor 'layers.0.self_attn.kv_a_proj_with_mqa.weight'"]),
+])
+def test_mla_missing_and_unloadable_tensors_are_named(version, drop, extra, expected):
+    config = mla_drafter_config()
+    tensors = mla_map(config, drop=drop, extra=extra)
+    found = mla_problems(tensors, config, version)
+    assert len(found) == len(expected) and all(text in p for text, p in zip(expected, found)), found
+    loaded, warned = run_recorded_loader(version, tensors, model_parameters(config, version))
+    assert {n for n in tensors if any(repr(n) in p and e.MLA_WARNING in p for p in found)} == set(warned)
+    if not drop:
+        assert loaded == model_parameters(config, version)
+
+
+@pytest.mark.parametrize('name, shape, field', [
+    ('layers.0.self_attn.q_a_proj.weight', [16, 32], '[16, 64]'),
+    ('layers.0.self_attn.kv_a_proj_with_mqa.weight', [8, 64], '[12, 64]'),
+    ('layers.0.self_attn.q_b_proj.weight', [32, 16], '[48, 16]'),
+    ('layers.0.self_attn.kv_b_proj.weight', [48, 8], '[64, 8]'),
+    ('layers.0.self_attn.o_proj.weight', [32, 48], '[32, 32]'),
+    ('fc.weight', [32, 64], '[32, 96]'),
+])
+def test_mla_misshapen_tensors_are_named_with_the_shape_config_json_implies(name, shape, field):
+    config = mla_drafter_config()
+    found = mla_problems(mla_map(config, shapes={name: shape}), config, '0.5.23')
+    assert len(found) == 1 and repr(name) in found[0] and 'config.json implies %s' % field in found[0]
+
+
+@pytest.mark.parametrize('change, expected', [
+    ({'num_hidden_layers': 2}, 'EAGLE3 currently only supports 1 layer'),
+    ({'q_lora_rank': None}, 'requires q_lora_rank'),
+    ({'architectures': ['DeepseekV3ForCausalLM']}, 'is not Eagle3DeepseekV2ForCausalLM'),
+])
+def test_mla_config_problems(change, expected):
+    config = dict(mla_drafter_config(), **change)
+    assert any(expected in p for p in mla_problems(mla_map(mla_drafter_config()), config, '0.5.23'))
+
+
+def test_drafter_class_is_never_switched():
+    llama, mla = drafter_config(), mla_drafter_config()
+    llama_names, mla_names = list(drafter_tensors(llama)), list(mla_drafter_tensors(mla))
+    assert e.drafter_kind(mla, mla_names) == 'mla' and e.drafter_kind(llama, llama_names) == 'llama'
+    rules = e.Rules('sglang', (0, 5, 23))
+    # a class config.json names is kept, even against the tensors
+    assert e.fixed_architecture(dict(llama, architectures=[e.MLA_ARCHITECTURE]), llama_names, rules.for_drafter('mla')) is None
+    assert e.fixed_architecture(dict(mla, architectures=[e.EAGLE3_ARCHITECTURE]), mla_names, rules) is None
+    # a plain class becomes the class of the tensors
+    assert e.fixed_architecture(dict(llama, architectures=['LlamaForCausalLM']), llama_names, rules) == [e.EAGLE3_ARCHITECTURE]
+    assert e.fixed_architecture(dict(mla, architectures=['DeepseekV3ForCausalLM']), mla_names,
+                                rules.for_drafter('mla')) == [e.MLA_ARCHITECTURE]
+    found = e.find_problems({n: ('d/m.safetensors', 'F16', [1]) for n in mla_names},
+                            dict(mla, architectures=[e.EAGLE3_ARCHITECTURE]), 'd/config.json', rules, 'd')
+    assert 'never turns one drafter class into the other' in found[0]
+
+
+def test_mla_rules_match_the_recorded_loader_source():
+    for version in MLA_RELEASES:
+        facts = releases_module().load(version)['loader']['kimi_k25_eagle3']
+        source = '\n'.join(facts['load_weights'])
+        assert facts['entry_classes'] == [e.MLA_ARCHITECTURE], version
+        assert facts['layers0_to_midlayer'] and not facts['tries_model_prefix'], version
+        assert e.MLA_WARNING in source and 'fused_qkv_a_proj_with_mqa' in source, version
+        assert not facts['aux_norm_legacy_names'] and not facts['config_norm_before_fc'], version
+
+
+def llama_parameters(config, version):
+    """The parameters LlamaForCausalLMEagle3 has for a one-layer ``config`` (llama_eagle3.py:
+    model.midlayer before 0.5.12, model.layers.0 from 0.5.12; q/k/v and gate/up fused)."""
+    layer = 'model.layers.0.' if releases_module().load(version)['loader']['llama_eagle3']['layers_modulelist'] \
+        else 'model.midlayer.'
+    rests = ('self_attn.qkv_proj', 'self_attn.o_proj', 'mlp.gate_up_proj', 'mlp.down_proj', 'input_layernorm',
+             'hidden_norm', 'post_attention_layernorm')
+    return {'model.embed_tokens.weight', 'model.fc.weight', 'model.norm.weight', 'lm_head.weight'} | {
+        layer + rest + '.weight' for rest in rests}
+
+
+@pytest.mark.parametrize('version', ['0.5.11', '0.5.15.post1', '0.5.23'])
+def test_specforge_export_loads_with_the_recorded_llama_loader(version):
+    """SpecForge's EAGLE-3 export (its public source: the draft model's state dict without
+    "embed", midlayer.* names, d2t/t2d buffers) loads every parameter but the embedding, which
+    SGLang shares from the target, and drafter_checkpoint finds nothing to change."""
+    config = drafter_config()
+    names = [n for n in drafter_tensors(config, 'midlayer') if 'embed' not in n]
+    loaded, warned = run_recorded_loader(version, names, llama_parameters(config, version), 'llama_eagle3')
+    assert loaded == llama_parameters(config, version) - {'model.embed_tokens.weight'} and warned == []
+    tensors = {n: ('d/model.safetensors', 'F16', list(a.shape)) for n, a in drafter_tensors(config, 'midlayer').items()
+               if n in names}
+    assert problems(tensors, config, version=version) == []
+    assert e.plan_renames(names, config, e.Rules('sglang', parse_version(version)))[0] == {}
+
+
+@pytest.mark.parametrize('engine, version, expected', [
+    ('sglang', None, 'set engine_version'),
+    ('vllm', '0.32.0', 'for SGLang (kimi_k25_eagle3.py) only'),
+])
+def test_mla_drafter_without_a_known_loader_is_refused(engine, version, expected):
+    config = mla_drafter_config(fc_norm=True)
+    rules = e.Rules(engine, parse_version(version), 'mla')
+    assert rules.fc_norm_flag(config) is None
+    found = e.find_problems(mla_map(config), config, 'd/config.json', rules, 'd')
+    assert len(found) == 1 and expected in found[0]

@@ -277,4 +277,7 @@ def test_readme_support_matrix_is_the_one_generated_from_the_fixtures():
     assert written == support_matrix.block()
     newest, oldest = support_matrix.rows()[0], support_matrix.rows()[-1]
     assert newest[0] == VERSIONS[-1] and oldest[0] == VERSIONS[0] == '0.5.11'
-    assert [row[0] for row in support_matrix.rows() if row[4] == 'yes'] == ['0.5.23', '0.5.22', '0.5.21', '0.5.20']
+    ready = support_matrix.HEADER.index('/ready')
+    assert [row[0] for row in support_matrix.rows() if row[ready] == 'yes'] == ['0.5.23', '0.5.22', '0.5.21', '0.5.20']
+    mla = support_matrix.HEADER.index('Kimi-K2.5 MLA drafter (real loader)')
+    assert [row[0] for row in support_matrix.rows() if row[mla].startswith('refused')] == ['0.5.11']

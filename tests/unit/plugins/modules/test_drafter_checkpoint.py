@@ -15,7 +15,8 @@ from safetensors.numpy import load_file, save_file
 from ansible_collections.llmops.serving.plugins.modules import drafter_checkpoint
 from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
 from ansible_collections.llmops.serving.tests.unit._drafter_factory import (
-    drafter_config, drafter_tensors, read_all, write_drafter)
+    drafter_config, drafter_tensors, mla_drafter_config, mla_drafter_tensors, read_all, target_config,
+    write_drafter, write_target)
 
 
 def run(capsys, check=False, diff=False, **args):
@@ -435,3 +436,149 @@ def test_header_change_spanning_pages_is_rewritten_not_written_in_place(tmp_path
     result = run(capsys, path=d, engine_version='0.5.12', rename=[{'from': 'x.', 'to': ''}])
     assert result['files'][0]['method'] == 'rewritten'
     same_data(d, written, lambda n: n[2:])
+
+
+# ---- the Kimi-K2.5 MLA drafter (Eagle3DeepseekV2ForCausalLM)
+
+def write_mla(directory, **config_changes):
+    config = dict(mla_drafter_config(), **config_changes)
+    return write_drafter(directory, config=config, tensors=mla_drafter_tensors(mla_drafter_config()))
+
+
+@pytest.mark.parametrize('fix', [False, True])
+def test_mla_drafter_passes_unchanged_on_0_5_23(tmp_path, capsys, fix):
+    d = str(tmp_path / 'mla')
+    write_mla(d)
+    before = snapshot(d)
+    result = run(capsys, path=d, engine_version='0.5.23', fix=fix)
+    assert not result.get('failed') and result['problems'] == [] and not result['changed']
+    assert result['renamed'] == 0 and result['layout_after'] == 'layers'
+    assert snapshot(d) == before
+
+
+def test_mla_drafter_with_a_plain_class_gets_the_mla_class(tmp_path, capsys):
+    d = str(tmp_path / 'mla')
+    write_mla(d, architectures=['DeepseekV3ForCausalLM'])
+    result = run(capsys, path=d, engine_version='0.5.23')
+    assert result['changed'] and result['config_changed'] and result['renamed'] == 0
+    with open(os.path.join(d, 'config.json')) as f:
+        assert json.load(f)['architectures'] == ['Eagle3DeepseekV2ForCausalLM']
+
+
+@pytest.mark.parametrize('writer, wrong', [
+    (lambda d: write_mla(d, architectures=['LlamaForCausalLMEagle3']), 'LlamaForCausalLMEagle3'),
+    (lambda d: write_drafter(d, architectures=['Eagle3DeepseekV2ForCausalLM']), 'Eagle3DeepseekV2ForCausalLM'),
+])
+def test_a_drafter_class_is_never_turned_into_the_other(tmp_path, capsys, writer, wrong):
+    d = str(tmp_path / 'drafter')
+    writer(d)
+    before = snapshot(d)
+    result = run(capsys, path=d, engine_version='0.5.23')
+    assert result['failed'] and 'never turns one drafter class into the other' in result['msg']
+    assert snapshot(d) == before
+
+
+def test_mla_drafter_before_its_loader_is_refused_naming_the_first_release(tmp_path, capsys):
+    d = str(tmp_path / 'mla')
+    write_mla(d)
+    result = run(capsys, path=d, engine_version='0.5.11')
+    assert result['failed'] and len(result['problems']) == 1
+    assert 'first ships in SGLang 0.5.12.post1' in result['problems'][0]
+
+
+# ---- a drafter against its target (target_path)
+
+@pytest.mark.parametrize('drafter, target, field, target_field', [
+    (dict(hidden=256), dict(hidden=512), "hidden_size is 256", "hidden_size is 512"),
+    (dict(vocab=512, draft_vocab=256), dict(vocab=1024), "vocab_size is 512", "vocab_size is 1024"),
+    (dict(eagle_config={'eagle_aux_hidden_state_layer_ids': [1, 2, 40]}), dict(layers=4),
+     "eagle_config.eagle_aux_hidden_state_layer_ids is [1, 2, 40]", "num_hidden_layers is 4"),
+])
+def test_drafter_for_another_target_fails_naming_both_files_and_the_field(tmp_path, capsys, drafter, target,
+                                                                          field, target_field):
+    d, t = str(tmp_path / 'drafter'), str(tmp_path / 'target')
+    config = drafter_config(**{k: v for k, v in drafter.items() if k != 'eagle_config'})
+    config.update({k: v for k, v in drafter.items() if k == 'eagle_config'})
+    write_drafter(d, config=config, spelling='midlayer')
+    write_target(t, **dict(dict(hidden=config['hidden_size'], vocab=config['vocab_size']), **target))
+    before = snapshot(d)
+    assert run(capsys, path=d, engine_version='0.5.23')['problems'] == []
+    result = run(capsys, path=d, engine_version='0.5.23', target_path=t)
+    assert result['failed'] and len(result['problems']) == 1
+    problem = result['problems'][0]
+    assert problem.startswith(os.path.join(d, 'config.json') + ': ' + field)
+    assert 'the target %s: %s' % (os.path.join(t, 'config.json'), target_field) in problem
+    assert result['target_config'] == os.path.join(t, 'config.json') and snapshot(d) == before
+
+
+def test_mla_drafter_fits_a_kimi_k25_target_and_no_llama_target(tmp_path, capsys):
+    d = str(tmp_path / 'mla')
+    write_mla(d, eagle_config={'eagle_aux_hidden_state_layer_ids': [1, 29, 57]})
+    kimi = write_target(str(tmp_path / 'kimi'), architectures=['KimiK25ForConditionalGeneration'], hidden=None,
+                        text_config=target_config(hidden=32, vocab=96, layers=61, kv_lora_rank=512,
+                                                  architectures=['DeepseekV3ForCausalLM']))
+    assert run(capsys, path=d, engine_version='0.5.23', target_path=kimi)['problems'] == []
+    llama = write_target(str(tmp_path / 'llama'), layers=61)
+    result = run(capsys, path=d, engine_version='0.5.23', target_path=os.path.join(llama, 'config.json'))
+    assert result['failed'] and len(result['problems']) == 1 and 'no kv_lora_rank' in result['problems'][0]
+    # a Llama drafter serves a Kimi target
+    llama_drafter = str(tmp_path / 'llama-drafter')
+    write_drafter(llama_drafter, spelling='midlayer')
+    assert run(capsys, path=llama_drafter, engine_version='0.5.23', target_path=kimi)['problems'] == []
+
+
+def test_target_path_without_config_json_fails(tmp_path, capsys):
+    d = str(tmp_path / 'drafter')
+    write_drafter(d, spelling='midlayer')
+    result = run(capsys, path=d, target_path=str(tmp_path))
+    assert result['failed'] and 'target_path must be the target model directory' in result['msg']
+
+
+# ---- SpecForge output (layout from SpecForge's public source; its own code is not run here:
+# it needs torch and SGLang)
+
+def specforge_tensors(config):
+    """What SpecForge's EAGLE-3 export saves: midlayer.* names, fc, norm, lm_head, d2t, t2d, no
+    embeddings (its state dict without "embed")."""
+    return {n: a for n, a in drafter_tensors(config, 'midlayer').items() if 'embed' not in n}
+
+
+def test_specforge_run_folder_names_its_checkpoints_and_the_latest(tmp_path, capsys):
+    out = tmp_path / 'specforge-out'
+    for folder in ('epoch_0_step_500', 'epoch_1_step_1000', 'epoch_10_step_9000', 'epoch_2_step_1500'):
+        write_drafter(str(out / folder), tensors=specforge_tensors(drafter_config()))
+    result = run(capsys, path=str(out), engine_version='0.5.23')
+    assert result['failed'] and '4 checkpoint folder(s)' in result['msg']
+    assert result['msg'].endswith('the latest, %s' % (out / 'epoch_10_step_9000'))
+
+
+@pytest.mark.parametrize('version', ['0.5.11', '0.5.15.post1', '0.5.23'])
+def test_specforge_checkpoint_folder_loads_unchanged(tmp_path, capsys, version):
+    d = str(tmp_path / 'epoch_9_step_12000')
+    write_drafter(d, tensors=specforge_tensors(drafter_config()))
+    before = snapshot(d)
+    result = run(capsys, path=d, engine_version=version, fix=False)
+    assert result['problems'] == [] and not result['changed'] and snapshot(d) == before
+
+
+def test_specforge_training_state_needs_its_export_first(tmp_path, capsys):
+    d = tmp_path / 'run-step1000'
+    d.mkdir()
+    (d / 'training_state.pt').write_bytes(b'not a pickle')
+    result = run(capsys, path=str(d))
+    assert result['failed'] and 'specforge export --to sglang --checkpoint %s' % d in result['msg']
+
+
+def test_d2t_mapping_beyond_the_target_vocabulary_fails(tmp_path, capsys):
+    d, t = str(tmp_path / 'drafter'), str(tmp_path / 'target')
+    config = drafter_config()  # vocab 96, draft vocab 48
+    tensors = drafter_tensors(config, 'midlayer')
+    tensors['d2t'] = np.full(48, 60, dtype=np.int64)  # draft token i -> target token i + 60
+    write_drafter(d, config=config, tensors=tensors)
+    write_target(t, hidden=config['hidden_size'], vocab=96)
+    result = run(capsys, path=d, engine_version='0.5.23', target_path=t)
+    assert result['failed'] and len(result['problems']) == 1
+    assert "tensor 'd2t' maps draft token 36 to target token 96 (12 such)" in result['problems'][0]
+    tensors['d2t'] = np.full(48, 48, dtype=np.int64)  # the top half of the target vocabulary
+    write_drafter(d, config=config, tensors=tensors)
+    assert run(capsys, path=d, engine_version='0.5.23', target_path=t)['problems'] == []

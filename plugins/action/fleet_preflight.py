@@ -1,0 +1,115 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller side of llmops.serving.fleet_preflight: the checks that need the whole fleet at
+once (batches against the routers, keys, multi-node groups, the model's heads against TP,
+undeclared variable names), run once before the first batch of a rollout stops anything.
+The decisions are the pure functions of module_utils/_fleet.py; this file only reads each
+host's variables and plan (hostvars) and reports."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.llmops.serving.plugins.module_utils import _fleet
+from ansible_collections.llmops.serving.plugins.modules.fleet_preflight import ARGUMENT_SPEC
+
+display = Display()
+
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _get(hostvars, host, name, default=None):
+    """A variable of a host as that host sees it (templated), or default where it is unset."""
+    try:
+        value = hostvars[host].get(name)
+    except AnsibleError as exc:
+        raise AnsibleError('%s of %s cannot be evaluated: %s' % (name, host, exc))
+    return default if value is None else value
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        hostvars = task_vars['hostvars']
+        groups = task_vars.get('groups', {})
+        servers = list(args['hosts'])
+        routers = list(groups.get(args['router_group']) or [])
+        problems, notes = [], []
+
+        plans = dict((h, _get(hostvars, h, 'sglang_server_plan', {})) for h in servers)
+        batch_list = _fleet.batches(servers, args['serial']) if args['serial'] is not None else [servers]
+        stopping = set(h for h in servers if plans[h].get('action') == 'restart')
+
+        # Routers: keys, and how many servers a batch would take out of each.
+        workers = set(groups.get(args['worker_group']) or [])
+        fronted = [h for h in servers if h in workers]
+        for router in routers:
+            router_key = _get(hostvars, router, 'sglang_router_api_key',
+                              _get(hostvars, router, 'sglang_server_api_key', ''))
+            problems += _fleet.key_mismatches(
+                router, router_key, dict((h, _get(hostvars, h, 'sglang_server_api_key', '')) for h in fronted))
+            for host in fronted:
+                sent = _get(hostvars, host, 'sglang_router_api_key', _get(hostvars, host, 'sglang_server_api_key', ''))
+                if sent != router_key and _get(hostvars, host, 'sglang_server_api_key', '') == router_key:
+                    problems.append('%s would manage router %s with another API key than the router has '
+                                    '(sglang_router_api_key differs between %s and %s): set it once for both, e.g. '
+                                    'in group_vars/all' % (host, router, host, router))
+        if routers and args['serial'] is not None:
+            limit = min([int(_get(hostvars, h, 'sglang_router_max_unavailable', 1)) for h in fronted] or [1])
+            problems += _fleet.router_overload(batch_list, stopping, dict((r, set(fronted)) for r in routers),
+                                               dict((r, limit) for r in routers))
+
+        # Each host: the model's heads against TP, its multi-node group.
+        for host in servers:
+            config = plans[host].get('model_config') or {}
+            problems += _fleet.tp_problems(host, int(_get(hostvars, host, 'sglang_server_tp_size', 1)), config,
+                                           '%s/config.json' % _get(hostvars, host, 'sglang_server_model_path', ''))
+        problems += _fleet.group_problems(
+            dict((h, _get(hostvars, h, 'sglang_server_group_hosts', [])) for h in servers),
+            servers, batch_list)
+
+        # Variable names nothing declares.
+        declared = _fleet.declared_names(COLLECTION_ROOT) | set(args['known'])
+        unknown = {}
+        for host in servers + [r for r in routers if r not in servers]:
+            for name, close in _fleet.unknown_names(hostvars[host].keys(), declared):
+                unknown.setdefault((name, close), []).append(host)
+        for (name, close), hosts in sorted(unknown.items()):
+            text = ('%s (on %s) is not a variable of llmops.serving%s' %
+                    (name, ', '.join(hosts), ': did you mean %s?' % close if close else ''))
+            if args['strict']:
+                problems.append(text + ' (llmops_strict is true)')
+            else:
+                display.warning(text)
+                notes.append(text)
+
+        # Hosts of an inventory group that serve without the drafter the others run.
+        members = {}
+        for host in servers:
+            for group in _get(hostvars, host, 'group_names', []):
+                if group not in (args['router_group'], args['worker_group']):
+                    members.setdefault(group, []).append(host)
+        for note in _fleet.speculation_mixed(
+                members, dict((h, _get(hostvars, h, 'sglang_server_speculative_draft_model_path', '')) for h in servers)):
+            display.warning(note)
+            notes.append(note)
+
+        result.update(changed=False, problems=problems, notes=notes, batches=batch_list,
+                      stopping=sorted(stopping, key=servers.index))
+        if problems:
+            result['failed'] = True
+            result['msg'] = ('the rollout is refused before anything stopped (%d problem%s): %s' % (
+                len(problems), '' if len(problems) == 1 else 's', ' | '.join(problems)))
+        return result

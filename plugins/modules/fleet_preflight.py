@@ -44,7 +44,7 @@ options:
     required: true
   serial:
     description:
-      - The play's C(serial) (C(llmops_serial)): an integer, a percentage, or a list of them.
+      - The play's C(serial) (C(llmops_serial)), an integer, a percentage, or a list of them.
       - Unset, the batches are not checked (one batch of every host is assumed for the groups).
     type: raw
   strict:

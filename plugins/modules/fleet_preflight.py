@@ -28,7 +28,8 @@ description:
     closest declared name.
   - Warns about hosts of one inventory group that serve without speculative decoding while others run a drafter.
   - Changes nothing, on any host.
-author: llmops.serving maintainers
+author:
+  - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
   - llmops.serving.attributes.info_module

@@ -88,8 +88,11 @@ check_execution_environment() {
 # tarball; the sanity stage runs it on the checkout): tests/galaxy-importer.cfg.
 check_galaxy_importer() {
   local venv=$ROOT/.cache/galaxy-importer-venv out
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import galaxy_importer' 2>/dev/null; then
-    python3 -m venv "$venv" && "$venv/bin/pip" install -q -r tests/galaxy-importer-requirements.txt || return 1
+  # (re)created when the pins change: the venv keeps a copy of the file it was made from
+  if ! cmp -s tests/galaxy-importer-requirements.txt "$venv/requirements.txt"; then
+    rm -rf "$venv" && python3 -m venv "$venv" &&
+      "$venv/bin/pip" install -q -r tests/galaxy-importer-requirements.txt &&
+      cp tests/galaxy-importer-requirements.txt "$venv/requirements.txt" || return 1
   fi
   out=$(cd "$1" && GALAXY_IMPORTER_CONFIG="$ROOT/tests/galaxy-importer.cfg" PATH="$venv/bin:$PATH" \
     "$venv/bin/python" -m galaxy_importer.main "$1"/llmops-serving-*.tar.gz 2>&1) || { echo "$out"; return 1; }

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import time
 
+from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
+
 SERVER_INFO_PATHS = ('/server_info', '/get_server_info')  # 0.5.15 logs a deprecation for every /get_server_info
 SECRET_HEADERS = ('authorization', 'x-api-key', 'api-key', 'proxy-authorization')
 
@@ -244,6 +246,59 @@ def fetch_metrics(request, timeout):
 def _total(metrics, name):
     values = (metrics or {}).get(name)
     return sum(values) if values else None
+
+
+# ---------------------------------------------------------------- load (the drain gate)
+
+# /get_load answers the scheduler's live running + waiting requests (num_reqs per DP rank). SGLang
+# routes it from 0.5.11 (the oldest checked) to 0.5.20 (tests/releases/fixtures, http.routes);
+# no checked release routes /v1/loads.
+GET_LOAD_LAST = (0, 5, 20)
+# The gauges SGLang updates only when its scheduler logs a batch (every 30 s when idle): a 1-token
+# generation (GET /health) makes it log one, so the gate reads them after such a probe.
+BUSY_GAUGES = ('sglang:num_running_reqs', 'sglang:num_queue_reqs')
+LOAD_SOURCES = ('auto', 'get_load', 'metrics')
+
+
+def load_source(source, version=None):
+    """The source ``auto`` stands for on SGLang ``version``: ``get_load`` where the release routes
+    it, ``metrics`` after it; ``auto`` again when the version is unknown (then probe)."""
+    if source != 'auto' or not version:
+        return source
+    try:
+        parsed = parse_version(version)
+    except ValueError:
+        return 'auto'
+    return 'get_load' if parsed is not None and parsed <= GET_LOAD_LAST else 'metrics'
+
+
+def requests_in_get_load(data):
+    """Running + waiting requests in a /get_load answer (a list per DP rank, or one rank), or None."""
+    ranks = data if isinstance(data, list) else [data]
+    counts = [_number(rank.get('num_reqs')) for rank in ranks if isinstance(rank, dict)]
+    if not counts or any(count is None for count in counts):
+        return None
+    return int(sum(counts))
+
+
+def current_load(request, timeout, source='auto'):
+    """``(requests, source)``: the requests the server runs or queues now, and where that was read;
+    ``(None, source)`` when it could not be read. ``auto`` asks /get_load and falls back to the gauges
+    where it is not routed."""
+    if source in ('auto', 'get_load'):
+        status, data = get_json(request, '/get_load', timeout)
+        count = requests_in_get_load(data) if status == 200 else None
+        if count is not None or source == 'get_load' or status not in (404, 405):
+            return count, 'get_load'
+    try:
+        request('GET', '/health', timeout=timeout)  # a 1-token generation: the scheduler logs, the gauges refresh
+    except Exception:
+        pass
+    metrics = fetch_metrics(request, timeout)
+    values = [_total(metrics, name) for name in BUSY_GAUGES]
+    if any(value is None for value in values):
+        return None, 'metrics'
+    return int(sum(values)), 'metrics'
 
 
 # Counter totals reported as deltas over a run, for cross-checking the client's counts.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -222,8 +223,13 @@ def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
                               extra_vars=router_vars(sglang_server_speculative_depth=10, llmops_serial=1), expect_rc=0)
         took = time.monotonic() - started
     after = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
-    print('\nrolling deploy behind the router (2 servers, serial 1): %.0f s, %d requests, %d failed, %d truncated'
-          % (took, load.sent, load.failed, load.truncated))
+    # The drain gate reads the live load (/get_load on the simulated 0.5.15.post1), not the gauges, which the
+    # simulator keeps stale for 30 s as SGLang does: each server is idle within seconds of leaving the router.
+    drains = [float(s) for s in re.findall(r'idle ([0-9.]+) s after it left the router \(get_load',
+                                           ' '.join(result.stdout.split()))]
+    print('\nrolling deploy behind the router (2 servers, serial 1): %.0f s, %d requests, %d failed, %d truncated; '
+          'drain waits %s s' % (took, load.sent, load.failed, load.truncated, drains))
+    assert len(drains) == 2 and max(drains) < 10, drains
     assert all(after[h] != before[h] for h in SERVERS)
     assert result.stdout.count('Take the server out of the routers in front of it') == 2
     assert load.failed == 0 and load.truncated == 0

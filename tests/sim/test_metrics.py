@@ -6,8 +6,11 @@ SGLANG_SIM_QUALITY_FILE knob that changes a running server's acceptance length."
 
 from __future__ import annotations
 
+import json
 import os
 import re
+
+import pytest
 
 from sim_helpers import SGLANG_FIXTURES, make_drafter
 
@@ -121,3 +124,27 @@ def test_quality_file_changes_the_acceptance_of_a_running_server(start_sim, tmp_
     values = parse(sim.get('/metrics')[1].decode())['values']
     after = (value(values, 'sglang:generation_tokens_total'), value(values, 'sglang:spec_verify_calls_total'))
     assert after[0] > before[0] and after[1] > before[1]
+
+
+def busy_gauges(sim):
+    values = parse(sim.get('/metrics')[1].decode())['values']
+    return value(values, 'sglang:num_running_reqs') + value(values, 'sglang:num_queue_reqs')
+
+
+def test_busy_gauges_are_stale_until_the_scheduler_logs_and_get_load_is_live(start_sim):
+    """As seen on the H200 with 0.5.15.post1: after the last request finished, num_running_reqs keeps the
+    figure of the last logged decode batch (until SGLang's 30 s idle refresh), /get_load reads 0 at
+    once, and a /health probe (a 1-token generation the scheduler logs) brings the gauges to 0."""
+    sim = start_sim('--enable-metrics')
+    # 400 decode steps, logged every 40: the last log shows this request running
+    assert sim.post('/generate', {'text': 'a', 'sampling_params': {'max_new_tokens': 400, 'ignore_eos': True}})[0] == 200
+    assert busy_gauges(sim) == 1
+    status, body = sim.get('/get_load')
+    assert status == 200 and json.loads(body)[0]['num_reqs'] == 0
+    assert sim.get('/health')[0] == 200
+    assert busy_gauges(sim) == 0
+
+
+@pytest.mark.parametrize('version, status', [('0.5.20', 200), ('0.5.23', 404)])
+def test_get_load_is_routed_only_where_the_release_routes_it(start_sim, version, status):
+    assert start_sim('--enable-metrics', env={'SGLANG_SIM_VERSION': version}).get('/get_load')[0] == status

@@ -119,6 +119,9 @@ class Request:
             return count, self.done and not self.chunks
 
 
+IDLE_REFRESH_S = 30.0  # real seconds, as SGLang's: not scaled by SGLANG_SIM_SPEED
+
+
 class Engine:
     def __init__(self, speed, draft_tokens, quality, max_running, log, decode_log_interval=40, seed=0,
                  quality_file=None, adaptive=None):
@@ -142,6 +145,11 @@ class Engine:
         self.last_gen_throughput = 0.0
         self.avg_spec_accept_length = None
         self._interval = [0, 0, 0, 0, time.monotonic()]  # steps, tokens, verifies, accepted, start
+        # (running, queued) as the /metrics gauges show them: SGLang sets them when its scheduler
+        # logs a batch (a prefill, every decode_log_interval decode steps) and when it has been idle
+        # for IDLE_REFRESH_S (seen on the H200: 30.0-30.2 s after a drain), not as requests finish.
+        self.gauges = (0, 0)
+        self._logged = time.monotonic()
         threading.Thread(target=self._loop, name='scheduler', daemon=True).start()
 
     def flush(self):
@@ -172,7 +180,10 @@ class Engine:
         while True:
             with self.cond:
                 while not self.waiting and not self.running:
-                    self.cond.wait()
+                    idle = time.monotonic() - self._logged
+                    if idle >= IDLE_REFRESH_S:
+                        self._set_gauges(0)
+                    self.cond.wait(max(0.05, IDLE_REFRESH_S - idle) if self.gauges != (0, 0) else None)
                 room = self.max_running - len(self.running)
                 new, self.waiting = self.waiting[:room], self.waiting[room:]
             if new:
@@ -183,6 +194,7 @@ class Engine:
     def _prefill(self, new):
         tokens = sum(r.prompt_tokens for r in new)
         self._sleep(T_BASE + K_PREFILL * tokens)
+        self._set_gauges(len(self.running))
         self.log('Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: 0.00, #running-req: %d, '
                  '#queue-req: %d, #pending-token: 0, cuda graph: True, input throughput (token/s): %.2f'
                  % (len(new), tokens, len(self.running), len(self.waiting), tokens / max(1e-9, (T_BASE * self.speed / 1000.0))))
@@ -260,7 +272,12 @@ class Engine:
             # SGLang logs the batch that ran: a request finishing in this step still counts.
             self._decode_log(len(batch), sum(r.prompt_tokens + r.output for r in batch))
 
+    def _set_gauges(self, running):
+        self.gauges = (running, len(self.waiting))
+        self._logged = time.monotonic()
+
     def _decode_log(self, running, kv_tokens):
+        self._set_gauges(running)
         steps, tokens, verifies, accepted, start = self._interval
         now = time.monotonic()
         self.last_gen_throughput = tokens / max(1e-9, now - start)

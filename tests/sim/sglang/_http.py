@@ -118,6 +118,8 @@ class Handler(BaseHTTPRequestHandler):
         }
         if self.sim.http['ready']:  # SGLang 0.5.20 and later
             routes['/ready'] = ('GET', self.ready)
+        if '/get_load' in self.sim.http['routes']:  # up to 0.5.20
+            routes['/get_load'] = ('GET', self.get_load)
         if path not in routes or path == '/metrics' and not self.sim.args['enable_metrics']:
             return self._send(404, {'detail': 'Not Found'})
         allowed, handler = routes[path]
@@ -174,6 +176,14 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(max(0.0, began + HEALTH_CHECK_INTERVAL * sim.config.speed - time.monotonic()))
         sim.unhealthy = not req.done  # ServerStatus.UnHealthy after a timeout, Up after a success
         return self._send(200 if req.done else 503, content_type=None)
+
+    def get_load(self, body):
+        # live, unlike the gauges: the scheduler's running + waiting requests, one entry per DP rank
+        eng = self.sim.engine
+        with eng.cond:
+            running, waiting = list(eng.running), list(eng.waiting)
+        return self._send(200, [{'dp_rank': 0, 'num_reqs': len(running) + len(waiting), 'num_waiting_reqs': len(waiting),
+                                 'num_tokens': sum(r.prompt_tokens + r.output for r in running)}])
 
     def server_info(self, body):
         sim = self.sim
@@ -404,8 +414,8 @@ def metrics_text(sim):
     family('max_total_num_tokens', 'gauge', 'Maximum total number of tokens in the KV cache pool.',
            [(rank, sim.max_total_num_tokens)])
     family('context_len', 'gauge', 'Maximum context length.', [(rank, sim.context_length)])
-    family('num_running_reqs', 'gauge', 'The number of running requests.', [(rank, len(eng.running))])
-    family('num_queue_reqs', 'gauge', 'The number of requests in the waiting queue.', [(rank, len(eng.waiting))])
+    family('num_running_reqs', 'gauge', 'The number of running requests.', [(rank, eng.gauges[0])])
+    family('num_queue_reqs', 'gauge', 'The number of requests in the waiting queue.', [(rank, eng.gauges[1])])
     family('gen_throughput', 'gauge', 'The generation throughput (token/s).', [(rank, eng.last_gen_throughput)])
     family('cache_hit_rate', 'gauge', 'The prefix cache hit rate.', [(rank, 0.0)])
     family('token_usage', 'gauge', 'The token usage.', [(rank, 0.0)])

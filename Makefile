@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: demo test venv system collection unit sanity lint integration engines clean
+.PHONY: demo test venv system collection docs unit sanity lint integration engines clean
 
 # The test bed's preparation (simulated GPUs, tiny checkpoints) is not part of the shipped
 # playbooks: it runs first, and does nothing on hosts that do not set llmops_simulator.
@@ -41,6 +41,20 @@ collection: venv
 	  ansible-galaxy collection build --force --output-path build . >/dev/null && \
 	  ansible-galaxy collection install --force -p $(COLLECTIONS) $(TARBALL) >/dev/null'
 	@echo "installed $(TARBALL) into $(COLLECTIONS)"
+
+# The collection's documentation site, as collections publish theirs (antsibull-docs and
+# Sphinx), from the installed collection: open build/docs/index.html. Without network the links
+# into docs.ansible.com (intersphinx) stay unresolved and Sphinx warns about them; the
+# collection's own references are checked by antsibull-docs in `tests/run-all.sh build`.
+docs: venv collection
+	rm -rf build/docs build/docs-src && mkdir -m 700 -p build/docs-src
+	antsibull-docs sphinx-init --use-current --squash-hierarchy --fail-on-error \
+	  --dest-dir build/docs-src llmops.serving >/dev/null
+	chmod og-w build/docs-src/rst
+	antsibull-docs --config-file build/docs-src/antsibull-docs.cfg collection --use-current \
+	  --squash-hierarchy --fail-on-error --cleanup everything --dest-dir build/docs-src/rst llmops.serving
+	sphinx-build -q -b html -c build/docs-src build/docs-src/rst build/docs
+	@echo "documentation site: build/docs/index.html"
 
 unit: venv
 	tests/run-all.sh unit

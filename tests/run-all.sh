@@ -48,17 +48,56 @@ stage_lint() {
   ansible-lint --offline --profile production
 }
 
-# The collection tarball builds, installs, and its plugins are documented.
+# The collection tarball builds, installs, and its plugins are documented; its docs lint clean
+# as collections publish them; the execution environment's build context is generated; and
+# galaxy-importer accepts the tarball.
 stage_build() {
-  local tmp
+  local tmp rc
   tmp=$(mktemp -d)
   ansible-galaxy collection build --force --output-path "$tmp" . >/dev/null &&
     ansible-galaxy collection install --force -p "$tmp/collections" "$tmp"/llmops-serving-*.tar.gz >/dev/null &&
     ANSIBLE_COLLECTIONS_PATH="$tmp/collections" ansible-doc -l llmops.serving &&
-    echo "build: ok ($(basename "$tmp"/llmops-serving-*.tar.gz))"
-  local rc=$?
+    echo "build: ok ($(basename "$tmp"/llmops-serving-*.tar.gz), $(stat -c %s "$tmp"/llmops-serving-*.tar.gz) bytes)" &&
+    ANSIBLE_COLLECTIONS_PATH="$tmp/collections" antsibull-docs lint-collection-docs --plugin-docs \
+      "$tmp/collections/ansible_collections/llmops/serving" && echo "antsibull-docs lint-collection-docs: ok" &&
+    check_execution_environment "$tmp" &&
+    check_galaxy_importer "$tmp"
+  rc=$?
   rm -rf "$tmp"
   return "$rc"
+}
+
+# ansible-builder create on execution-environment.yml with the tarball in "$1": the context
+# holds the tarball, and the requirements ansible-builder collects from the installed
+# collection (meta/execution-environment.yml) are those of meta/ee-*.txt.
+check_execution_environment() {
+  local ee=$1/ee
+  mkdir -p "$ee/build" && cp execution-environment.yml "$ee/" && cp "$1"/llmops-serving-*.tar.gz "$ee/build/" &&
+    ansible-builder create -f "$ee/execution-environment.yml" -c "$ee/context" >/dev/null &&
+    ls "$ee"/context/_build/collections/llmops-serving-*.tar.gz >/dev/null &&
+    grep -q 'ansible-galaxy collection install .*-r requirements.yml' "$ee/context/Dockerfile" &&
+    python "$ee/context/_build/scripts/introspect.py" introspect "$1/collections" \
+      --write-pip "$ee/pip.txt" --write-bindep "$ee/bindep.txt" >/dev/null &&
+    diff <(grep -hv '^#' meta/ee-requirements.txt meta/ee-bindep.txt) \
+      <(sed 's/  # from collection llmops.serving$//' "$ee/pip.txt" "$ee/bindep.txt") &&
+    echo "ansible-builder create: ok"
+}
+
+# galaxy-importer (what Galaxy runs on an upload) in a venv of its own under .cache (its pins,
+# e.g. attrs<24, would downgrade the test venv), without ansible-test (tests/ is not in the
+# tarball; the sanity stage runs it on the checkout): tests/galaxy-importer.cfg.
+check_galaxy_importer() {
+  local venv=$ROOT/.cache/galaxy-importer-venv out
+  # (re)created when the pins change: the venv keeps a copy of the file it was made from
+  if ! cmp -s tests/galaxy-importer-requirements.txt "$venv/requirements.txt"; then
+    rm -rf "$venv" && python3 -m venv "$venv" &&
+      "$venv/bin/pip" install -q -r tests/galaxy-importer-requirements.txt &&
+      cp tests/galaxy-importer-requirements.txt "$venv/requirements.txt" || return 1
+  fi
+  out=$(cd "$1" && GALAXY_IMPORTER_CONFIG="$ROOT/tests/galaxy-importer.cfg" PATH="$venv/bin:$PATH" \
+    "$venv/bin/python" -m galaxy_importer.main "$1"/llmops-serving-*.tar.gz 2>&1) || { echo "$out"; return 1; }
+  if grep -E '^(WARNING|ERROR)' <<<"$out"; then return 1; fi
+  echo "galaxy-importer: ok"
 }
 
 # The slow stages print each test's name as it ends and, at the end, the slowest tests.

@@ -24,6 +24,12 @@ options:
         endpoint needs it.
       - Never printed.
     type: str
+attributes:
+  action_group:
+    description: Use C(group/llmops.serving.llm_server) in C(module_defaults) to set defaults for this module.
+    support: full
+    membership:
+      - llmops.serving.llm_server
 """
 
     # HTTP options of the modules that make their requests with Ansible's open_url

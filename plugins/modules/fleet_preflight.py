@@ -28,7 +28,8 @@ description:
     closest declared name.
   - Warns about hosts of one inventory group that serve without speculative decoding while others run a drafter.
   - Changes nothing, on any host.
-author: llmops.serving maintainers
+author:
+  - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
   - llmops.serving.attributes.info_module
@@ -44,7 +45,7 @@ options:
     required: true
   serial:
     description:
-      - The play's C(serial) (C(llmops_serial)): an integer, a percentage, or a list of them.
+      - The play's C(serial) (C(llmops_serial)), an integer, a percentage, or a list of them.
       - Unset, the batches are not checked (one batch of every host is assumed for the groups).
     type: raw
   strict:

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: gpu_memory
 short_description: Check that GPUs are present, free and balanced; stop only the processes you name
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Lists the GPUs and the compute processes on them with C(nvidia-smi) and checks every
     selected GPU against O(max_used_mib), O(min_free_mib) and O(balance); with

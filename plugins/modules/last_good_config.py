@@ -8,7 +8,7 @@ DOCUMENTATION = r'''
 ---
 module: last_good_config
 short_description: Record the launch files a server passed its checks with, and put them back
-version_added: 0.2.0
+version_added: 1.0.0
 author: llmops.serving maintainers (@llmops)
 description:
   - Keeps, per server, one copy of the files that define how it is launched (environment file, launch script or

@@ -8,7 +8,7 @@ DOCUMENTATION = r'''
 ---
 module: launch_files
 short_description: Compare or write a server's launch files on the host in one call
-version_added: 0.3.0
+version_added: 1.0.0
 author: llmops.serving maintainers (@llmops)
 description:
   - Brings a set of files whose content was rendered on the controller (for example with

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: llm_benchmark
 short_description: Benchmark an LLM inference server with streamed requests
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Sends O(num_prompts) streamed requests to an SGLang (or any OpenAI-compatible)
     server, at most O(concurrency) at a time, for each concurrency level, O(rounds) times,

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: llm_server_info
 short_description: Retrieve what an SGLang or vLLM server says about itself
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Asks a server whether it answers and is healthy (O(health_path)), then for its server
     info (C(/server_info), or C(/get_server_info) where an older SGLang lacks it, or vLLM's

@@ -8,7 +8,7 @@ DOCUMENTATION = r'''
 ---
 module: server_process
 short_description: Run a long-lived server as a detached process with a pidfile (hosts without systemd)
-version_added: 0.1.0
+version_added: 1.0.0
 author: llmops.serving maintainers (@llmops)
 description:
   - Starts a command in a session of its own (C(setsid)), detached from Ansible, with its output appended to a

@@ -8,7 +8,7 @@ DOCUMENTATION = r'''
 ---
 module: sglang_launch_check
 short_description: Detect the installed SGLang (or vLLM) server and check a launch argv against its own flags
-version_added: 0.1.0
+version_added: 1.0.0
 author: llmops.serving maintainers (@llmops)
 description:
   - Finds the version of the engine installed for O(python) (C(importlib.metadata), falling back to the

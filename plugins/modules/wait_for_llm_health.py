@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: wait_for_llm_health
 short_description: Wait until an SGLang or vLLM server is ready, or say why it is not
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Polls the server's health endpoint every O(interval) seconds on the managed host,
     follows its log (a file from a byte offset, or the systemd journal of a unit) and

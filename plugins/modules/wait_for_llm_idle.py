@@ -11,15 +11,15 @@ module: wait_for_llm_idle
 short_description: Wait until an SGLang server runs and queues no request
 version_added: 1.0.0
 description:
-  - The drain gate of a rolling update (C(roles/sglang_router) C(tasks/drain.yml)): once a server is out of its routers,
+  - The drain gate of a rolling update (C(roles/sglang_router) C(tasks/drain.yml)). Once a server is out of its routers, it
     waits until the requests it still runs have finished, at most O(timeout) seconds, reading a live source.
   - V(get_load) is SGLang's C(/get_load) (running + waiting requests per DP rank, live), routed by the checked releases
     0.5.11 to 0.5.20. V(metrics) sums the C(sglang:num_running_reqs) and C(sglang:num_queue_reqs) gauges of C(/metrics)
-    after a C(/health) probe: SGLang refreshes those gauges only when its scheduler logs a batch, about every 30 s on an
+    after a C(/health) probe; SGLang refreshes those gauges only when its scheduler logs a batch, about every 30 s on an
     idle server (seen on the H200), and the probe's 1-token generation makes it log one.
   - O(source=auto) picks V(get_load) for an O(version) that routes it and V(metrics) for a later one; without O(version)
     it asks C(/get_load) and falls back to the gauges where the server answers 404.
-  - Never fails because the server stays busy: RV(idle) says whether it went idle. Fails when the server refuses the
+  - Never fails because the server stays busy; RV(idle) says whether it went idle. Fails when the server refuses the
     API key or no source can be read.
 author:
   - llmops.serving contributors (@llmops)
@@ -46,7 +46,7 @@ options:
     description: The server's SGLang version, for O(source=auto) (the deploy's plan knows it).
     type: str
 notes:
-  - Runs in check mode too: it only reads (and sends the C(/health) probe of V(metrics)).
+  - Runs in check mode too; it only reads (and sends the C(/health) probe of V(metrics)).
 seealso:
   - module: llmops.serving.llm_server_info
   - module: llmops.serving.wait_for_llm_health

@@ -355,7 +355,7 @@ def run_recorded_loader(version, names, params, module='kimi_k25_eagle3'):
     namespace = {'torch': fake_torch, 're': re, 'Iterable': typing.Iterable, 'Tuple': typing.Tuple,
                  'logger': Logger('recorded'), 'default_weight_loader': None}
     exec(compile(source, 'kimi_k25_eagle3.py', 'exec'), namespace)  # pylint: disable=exec-used
-    model = types.SimpleNamespace(named_parameters=lambda: {p: Param(p) for p in params}.items(),
+    model = types.SimpleNamespace(named_parameters={p: Param(p) for p in params}.items,
                                   post_load_weights=lambda: None)
     namespace['load_weights'](model, [(n, np.zeros(1)) for n in names])
     return loaded, warned

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: drafter_checkpoint
 short_description: Validate and fix an EAGLE-3 drafter checkpoint for SGLang or vLLM
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Checks that an EAGLE-3 drafter (config.json plus safetensors files) will load
     correctly in the given engine and version, and fixes what can be fixed.

@@ -19,13 +19,16 @@ import zipfile
 
 import pytest
 
+from ansible_collections.llmops.serving.plugins.module_utils._releases import venv_path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
 HOSTS = ['ns1', 'ns2']
-VENV = '/opt/llmops/sglang-venv'
 VERSION = '0.5.15.post1'
 OLD_VERSION = '0.5.11'
 DEP = 'llmops-itest-dep==1.0'
+# The default virtualenv of this release with the extra pin: /opt/llmops/sglang-0.5.15.post1-<hash>.
+VENV = venv_path('sglang', VERSION, [DEP])
 
 
 def build_wheel(directory, name, version, module, init_source):

@@ -31,10 +31,12 @@ DEP = 'llmops-itest-dep==1.0'
 VENV = venv_path('sglang', VERSION, [DEP])
 
 
-def build_wheel(directory, name, version, module, init_source):
-    """Write a pure-Python wheel ``name-version-py3-none-any.whl`` holding ``module/__init__.py``."""
+def build_wheel(directory, name, version, module, init_source, extra_files=None):
+    """Write a pure-Python wheel ``name-version-py3-none-any.whl`` holding ``module/__init__.py`` and
+    ``extra_files`` ({path in site-packages: text})."""
     dist = '%s-%s' % (name.replace('-', '_'), version)
     files = {
+        **(extra_files or {}),
         '%s/__init__.py' % module: init_source,
         '%s.dist-info/METADATA' % dist: 'Metadata-Version: 2.1\nName: %s\nVersion: %s\n' % (name, version),
         '%s.dist-info/WHEEL' % dist: 'Wheel-Version: 1.0\nGenerator: llmops-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n',

@@ -60,3 +60,75 @@ def venv_of(python):
     if len(parts) >= 3 and parts[-2] == 'bin' and parts[-1].startswith('python'):
         return '/'.join(parts[:-2]) or None
     return None
+
+
+def is_venv(path):
+    """A virtualenv directory (``pyvenv.cfg`` in it), not a symbolic link."""
+    return os.path.isdir(path) and not os.path.islink(path) and os.path.isfile(os.path.join(path, 'pyvenv.cfg'))
+
+
+def venv_users(venvs, proc='/proc'):
+    """``{venv: [PID, ...]}``: the processes whose command line starts with a python of the virtualenv
+    (``<venv>/bin/...``; a venv's python is a link to the system's, so its executable does not tell)."""
+    from ansible_collections.llmops.serving.plugins.module_utils._procs import read_process
+    users = {venv: [] for venv in venvs}
+    prefixes = [(venv, os.path.join(venv, 'bin', '')) for venv in venvs]
+    for name in os.listdir(proc):
+        info = read_process(int(name), proc) if name.isdigit() and int(name) != os.getpid() else None
+        if info is None or not info.cmdline:
+            continue
+        for venv, prefix in prefixes:
+            if info.cmdline[0].startswith(prefix):
+                users[venv].append(info.pid)
+    return users
+
+
+def record_users(state_dirs):
+    """``{venv: ['<server>:<record id>', ...]}``: the virtualenvs whose python a kept good configuration
+    (``_last_good``, every record of every server under ``state_dirs``) runs. ValueError for an
+    unreadable record: pruning then keeps everything."""
+    from ansible_collections.llmops.serving.plugins.module_utils._last_good import Record
+    users = {}
+    for state_dir in state_dirs:
+        names = sorted(os.listdir(state_dir)) if os.path.isdir(state_dir) else []
+        for filename in names:
+            if not filename.endswith('.json') or filename.startswith('.'):
+                continue
+            server = filename[:-len('.json')]
+            for item in Record(state_dir, server).history():
+                venv = venv_of(item['metadata'].get('python'))
+                if venv:
+                    users.setdefault(os.path.normpath(venv), []).append('%s:%s' % (server, item['id']))
+    return users
+
+
+def disk_usage(path):
+    """Bytes of the files under ``path`` (links not followed)."""
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def survey(root, keep=(), state_dirs=(), extra=(), proc='/proc'):
+    """Every virtualenv directly under ``root`` (and those of ``extra`` that exist), newest name last,
+    each ``{path, bytes, in_use, records, kept, why}``: kept when a process runs it, a kept good
+    configuration names it, or it is one of ``keep`` (virtualenvs or pythons in them)."""
+    names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    paths = [os.path.join(root, name) for name in names]
+    paths += [os.path.normpath(path) for path in extra if os.path.normpath(path) not in paths]
+    venvs = [path for path in paths if is_venv(path)]
+    users, records = venv_users(venvs, proc), record_users(state_dirs)
+    wanted = set(os.path.normpath(venv_of(path) or path) for path in keep if path)
+    out = []
+    for venv in venvs:
+        why = (['run by PID %s' % ', '.join(str(pid) for pid in users[venv])] if users[venv] else []) \
+            + (['named by the good configuration(s) %s' % ', '.join(records[venv])] if venv in records else []) \
+            + (['wanted by this host\'s settings'] if venv in wanted else [])
+        out.append(dict(path=venv, bytes=disk_usage(venv), in_use=users[venv], records=records.get(venv, []),
+                        kept=bool(why), why='; '.join(why) or 'nothing needs it'))
+    return out

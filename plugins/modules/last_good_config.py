@@ -280,7 +280,7 @@ def main():
             changed, changed_files, current = False, [], history[0] if history else None
             if params['rollback_to'] is not None:
                 current = chosen(module, store, history)[0]
-        if params['state'] == 'restored' or params['rollback_to'] is not None:
+        if current is not None and (params['state'] == 'restored' or params['rollback_to'] is not None):
             index = [item['id'] for item in history].index(current['id'])
             selected = dict(id=current['id'], index=index, recorded_at=current['recorded_at'],
                             metadata=current['metadata'])

@@ -164,3 +164,14 @@ def test_a_record_whose_engine_is_gone_is_refused_before_anything_is_written(cap
     assert refused['failed'] and 'is no longer on this host' in refused['msg']
     assert 'playbooks/install.yml -e sglang_install_version=0.5.15.post1' in refused['msg']
     assert (host['etc'] / 'main.sh').read_text() == 'exec server --depth 5\n'
+
+
+def test_read_with_rollback_to_names_the_record_and_writes_nothing(capsys, host):
+    for depth in (16, 5):
+        record_depth(capsys, host, depth)
+    read = run(capsys, name='main', state='read', state_dir=host['state_dir'], rollback_to='previous')
+    assert not read['changed'] and read['selected']['index'] == 1 and read['metadata'] == {'depth': 16}
+    assert (host['etc'] / 'main.sh').read_text() == 'exec server --depth 5\n'
+    first = run(capsys, check=True, name='other', state='recorded', files=host['files'], state_dir=host['state_dir'],
+                rollback_to='previous')
+    assert first['changed'] and 'selected' not in first

@@ -15,7 +15,6 @@ import re
 
 DEFAULT_ROOT = '/opt/llmops'
 DEFAULT_PYTHON = '/usr/bin/python3'
-_PIN = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*==[^=<>!~*,; ]+$')
 
 
 def _normal(pin):

@@ -45,6 +45,15 @@ def depth_label(depth, adaptive=False):
     return ('adaptive from %s' if adaptive in (True, 'True', 'true') else '%s') % depth
 
 
+def _release_change(result):
+    """The version, or ``<from> -> <to>`` where the plan changes it: from the version of the server's
+    newest last good record (what it last passed its checks with), to the one planned."""
+    version, before = result.get('version'), result.get('previous_version')
+    if version and before and str(before) != str(version):
+        return '%s -> %s' % (before, version)
+    return version
+
+
 def _row(host, hostvars):
     """The table row of one host, and the canary report lines that follow the table."""
     variables = hostvars.get(host) or {}
@@ -55,7 +64,7 @@ def _row(host, hostvars):
     state = result.get('state') or 'failed'
     if failure is not None and state not in ('failed', 'rolled_back'):
         state = 'failed'
-    version = ' '.join(str(part) for part in (result.get('engine'), result.get('version')) if part)
+    version = ' '.join(str(part) for part in (result.get('engine'), _release_change(result)) if part)
     version = (version + (' SIMULATOR' if variables.get('llmops_simulator') else '')) if version else '-'
     if failure is not None:
         detail = result.get('reason') or _group_cause(host, variables, hostvars) or failure

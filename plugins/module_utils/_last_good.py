@@ -1,6 +1,7 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The last good record of a server: one JSON file per server under a state directory.
+"""The last good records of a server (its history, newest first): one JSON file per server under a state
+directory.
 
 Private helper (not an API), shared by ``last_good_config`` (which writes and restores records) and
 ``launch_files`` (which tells, read-only, whether a record already holds what a deploy would record).
@@ -73,9 +74,77 @@ def matches(data, files, metadata, prints):
             and _content(data.get('fingerprints')) == _content(prints))
 
 
+DEFAULT_HISTORY = 3
+ID_CHARS = 12
+
+
+def record_id(files, metadata, prints):
+    """A record's id: the first 12 hex digits of the SHA-256 of what it holds (file paths, modes and
+    contents, metadata, and the fingerprints' sizes and hashes): the same configuration recorded again
+    has the same id."""
+    body = dict(files=sorted([path, mode, hashlib.sha256(content).hexdigest()]
+                             for path, (content, mode) in files.items()),
+                metadata=metadata, fingerprints=sorted([path, list(item)] for path, item in _content(prints).items()))
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:ID_CHARS]
+
+
+def _decoded(item, where):
+    """One record of the file, its contents decoded to bytes and its id set (a record written before
+    the history had none); ValueError naming ``where`` when it is not a valid record."""
+    try:
+        if not isinstance(item['recorded_at'], str) or not isinstance(item['metadata'], dict) \
+                or not isinstance(item.get('fingerprints') or {}, dict):
+            raise TypeError('recorded_at must be a string, metadata and fingerprints objects')
+        for entry in item['files']:
+            entry['content'] = base64.b64decode(entry['content'])
+            if not isinstance(entry['path'], str) or not isinstance(entry['mode'], int):
+                raise TypeError('a file needs a path (string) and a mode (integer)')
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError('%s is not a valid record: %s: %s' % (where, type(exc).__name__, exc))
+    item['fingerprints'] = item.get('fingerprints') or {}
+    item['id'] = item.get('id') or record_id(recorded_files(item), item['metadata'], item['fingerprints'])
+    return item
+
+
+def _encoded(item):
+    return dict(item, files=[dict(path=entry['path'], mode=entry['mode'],
+                                  content=base64.b64encode(entry['content']).decode('ascii'))
+                             for entry in item['files']])
+
+
+def select(history, which):
+    """The record of ``history`` (newest first) that ``which`` names, and its index: none, V(last) or
+    0 the newest (what the server last passed its checks with), V(previous) the one before it, a
+    number ``n`` the record ``n`` good configurations back, anything else a record id (or a unique
+    prefix of one, at least 4 characters). LookupError, listing the records, when there is none such."""
+    which = 'last' if which is None or str(which).strip() == '' else str(which).strip()
+    if which in ('last', 'previous') or which.isdigit():
+        index = {'last': 0, 'previous': 1}.get(which, None)
+        index = int(which) if index is None else index
+        if index < len(history):
+            return history[index], index
+        problem = '%s (%d back) is not kept' % (which, index)
+    else:
+        found = [i for i, item in enumerate(history) if len(which) >= 4 and item['id'].startswith(which.lower())]
+        if len(found) == 1:
+            return history[found[0]], found[0]
+        problem = 'no record has the id %s' % which if not found else 'the id %s is ambiguous' % which
+    kept = '; '.join('%d: %s %s (version %s)' % (i, item['id'], item['recorded_at'], item['metadata'].get('version'))
+                     for i, item in enumerate(history)) or 'none'
+    raise LookupError('%s; the %d records kept, newest first: %s' % (problem, len(history), kept))
+
+
+def summary(history):
+    """What ``state=read`` shows of each record (newest first): no file contents."""
+    return [dict(index=i, id=item['id'], recorded_at=item['recorded_at'], metadata=item['metadata'],
+                 files=[entry['path'] for entry in item['files']]) for i, item in enumerate(history)]
+
+
 class Record(object):
-    """The JSON record of one server: {"recorded_at", "metadata", "fingerprints",
-    "files": [{"path", "mode", "content" (base64)}]}."""
+    """The records of one server, newest first, in one JSON file:
+    {"format": 2, "records": [{"id", "recorded_at", "metadata", "fingerprints",
+    "files": [{"path", "mode", "content" (base64)}]}, ...]}. A file of the single-record format
+    (the record's fields at the top level) reads as a history of one, rewritten at the next save."""
 
     def __init__(self, state_dir, name):
         if not name or '/' in name or name.startswith('.'):
@@ -83,33 +152,40 @@ class Record(object):
         self.state_dir = state_dir
         self.path = os.path.join(state_dir, '%s.json' % name)
 
-    def load(self):
-        """The record (file contents decoded to bytes), or None when there is none; ValueError when it is not a
-        valid record."""
+    def history(self):
+        """The records, newest first (empty when there is none); ValueError when the file is not valid."""
         try:
             with open(self.path, encoding='utf-8') as handle:
                 data = json.load(handle)
         except FileNotFoundError:
-            return None
+            return []
         except ValueError as exc:
             raise ValueError('%s is not a valid record: %s' % (self.path, exc))
-        try:
-            if not isinstance(data['recorded_at'], str) or not isinstance(data['metadata'], dict) \
-                    or not isinstance(data.get('fingerprints') or {}, dict):
-                raise TypeError('recorded_at must be a string, metadata and fingerprints objects')
-            for item in data['files']:
-                item['content'] = base64.b64decode(item['content'])
-                if not isinstance(item['path'], str) or not isinstance(item['mode'], int):
-                    raise TypeError('a file needs a path (string) and a mode (integer)')
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError('%s is not a valid record: %s: %s' % (self.path, type(exc).__name__, exc))
-        return data
+        if not isinstance(data, dict):
+            raise ValueError('%s is not a valid record: not a JSON object' % self.path)
+        items = data.get('records') if 'records' in data else [data]
+        if not isinstance(items, list):
+            raise ValueError('%s is not a valid record: records must be a list' % self.path)
+        return [_decoded(item, '%s (record %d)' % (self.path, i) if 'records' in data else self.path)
+                for i, item in enumerate(items)]
 
-    def save(self, files, metadata, fingerprints):
+    def load(self):
+        """The newest record (file contents decoded to bytes), or None when there is none; ValueError when
+        the file is not valid."""
+        history = self.history()
+        return history[0] if history else None
+
+    def save(self, files, metadata, fingerprints, keep=DEFAULT_HISTORY, history=None):
+        """Records ``files`` ({path: (content bytes, mode)}), ``metadata`` and ``fingerprints`` as the
+        newest record; the same configuration recorded before moves to the front (with the new time);
+        the ``keep`` newest are kept. ``history``: the records as loaded (read again when None)."""
+        history = self.history() if history is None else history
+        item = dict(id=record_id(files, metadata, fingerprints),
+                    recorded_at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()), metadata=metadata,
+                    fingerprints=fingerprints,
+                    files=[dict(path=path, mode=mode, content=content) for path, (content, mode) in files.items()])
+        records = [item] + [old for old in history if old['id'] != item['id']]
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         os.chmod(self.state_dir, 0o700)
-        data = dict(recorded_at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()), metadata=metadata,
-                    fingerprints=fingerprints,
-                    files=[dict(path=path, mode=mode, content=base64.b64encode(content).decode('ascii'))
-                           for path, (content, mode) in files.items()])
+        data = dict(format=2, records=[_encoded(old) for old in records[:max(1, keep)]])
         write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode(), 0o600)

@@ -7,17 +7,22 @@ from __future__ import annotations
 DOCUMENTATION = r'''
 ---
 module: last_good_config
-short_description: Record the launch files a server passed its checks with, and put them back
+short_description: Keep the last launch files a server passed its checks with, and put one of them back
 version_added: 1.0.0
 author: llmops.serving maintainers (@llmops)
 description:
-  - Keeps, per server, one copy of the files that define how it is launched (environment file, launch script or
-    systemd unit, launcher shim) together with a description of what ran (argv, engine version, speculative depth,
-    drafter fingerprint), taken after the server passed health, smoke and its gates.
-  - V(restored) writes those files back where they were, with their modes, so that a restart runs the last good
-    configuration again. The automatic rollback of P(llmops.serving.deploy#role) and C(playbooks/rollback.yml) use it.
-  - The record is one JSON file per server under O(state_dir) (directory mode 0700, file mode 0600), replaced
-    atomically (written beside it, synced, renamed), so a crash leaves the previous record or the new one.
+  - Keeps, per server, the last O(history) good configurations (newest first), each a copy of the files that define
+    how it is launched (environment file, launch script or systemd unit, launcher shim) together with a description
+    of what ran (engine python and version, argv, speculative depth, drafter fingerprint) and when it passed health,
+    smoke and its gates. Each record has an id (a hash of what it holds); the same configuration recorded again
+    moves to the front.
+  - V(restored) writes the files of one record (O(rollback_to), by default the newest) back where they were, with
+    their modes, so that a restart runs that configuration again - with its engine, since the launch files name the
+    engine's python, which must still exist (else nothing is written). The automatic rollback of
+    P(llmops.serving.deploy#role) and C(playbooks/rollback.yml) use it.
+  - The records are one JSON file per server under O(state_dir) (directory mode 0700, file mode 0600), replaced
+    atomically (written beside it, synced, renamed), so a crash leaves the previous records or the new ones. A file
+    of the single-record format (before 1.0.0) is read as a history of one and rewritten at the next V(recorded).
   - Do not list secret files such as the API key file; the record is only as private as its directory.
 extends_documentation_fragment:
   - llmops.serving.attributes
@@ -38,8 +43,8 @@ options:
   state:
     description:
       - V(recorded) stores the content and mode of every file in O(files) and O(metadata).
-      - V(restored) writes the recorded files back; fails when nothing was recorded.
-      - V(read) only returns the record (RV(found) false when there is none).
+      - V(restored) writes the files of the record O(rollback_to) back; fails when there is no such record.
+      - V(read) only returns the newest record and RV(history) (RV(found) false when there is none).
     type: str
     choices: [recorded, restored, read]
     default: read
@@ -67,6 +72,19 @@ options:
     description: Directory of the records.
     type: path
     default: /var/lib/llmops/last-good
+  history:
+    description: How many good configurations are kept per server (the newest first), with V(recorded).
+    type: int
+    default: 3
+    version_added: 1.0.0
+  rollback_to:
+    description:
+      - With V(restored), which record is put back - V(last) (the default), the newest, what the server last passed
+        its checks with; V(previous), the one before it; a number C(n), the record C(n) good configurations back
+        (V(0) is V(last)); or a record id (RV(history[].id), or a unique prefix of at least 4 characters).
+      - With V(read), which record RV(selected) names (nothing is written).
+    type: str
+    version_added: 1.0.0
 '''
 
 EXAMPLES = r'''
@@ -81,6 +99,12 @@ EXAMPLES = r'''
     metadata:
       version: 0.5.15.post1
       depth: 16
+
+- name: Put back the configuration two good ones before the last (a restart follows)
+  llmops.serving.last_good_config:
+    name: main
+    state: restored
+    rollback_to: "2"
 
 - name: Put the last good launch files back (a restart follows)
   llmops.serving.last_good_config:
@@ -118,6 +142,35 @@ fingerprints:
   description: The recorded state of the O(fingerprints) files, by path (size, mtime_ns, sha256).
   returned: when found
   type: dict
+history:
+  description: The records kept, newest first - no file contents.
+  returned: always
+  type: list
+  elements: dict
+  version_added: 1.0.0
+  contains:
+    index:
+      description: How many good configurations back (0 is the newest), as O(rollback_to) takes it.
+      type: int
+    id:
+      description: The record's id.
+      type: str
+      sample: 3f2a9c1b0d4e
+    recorded_at:
+      description: When it passed its checks (UTC, ISO 8601).
+      type: str
+    metadata:
+      description: Its O(metadata) (python, version, command, depth, drafter...).
+      type: dict
+    files:
+      description: Its paths.
+      type: list
+      elements: str
+selected:
+  description: With V(restored), or V(read) with O(rollback_to), the record chosen (id, index, recorded_at, metadata).
+  returned: when O(state=restored), or O(rollback_to) is set
+  type: dict
+  version_added: 1.0.0
 changed_since_record:
   description: With V(restored), the fingerprinted files that differ from the record (changed or gone).
   returned: when O(state=restored)
@@ -130,7 +183,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
 from ansible_collections.llmops.serving.plugins.module_utils._last_good import (
-    DEFAULT_STATE_DIR, Record, _content, fingerprint, matches, read_file, recorded_files)
+    DEFAULT_HISTORY, DEFAULT_STATE_DIR, Record, _content, fingerprint, matches, read_file, recorded_files, select,
+    summary)
 
 ARGUMENT_SPEC = dict(
     name=dict(type='str', required=True),
@@ -139,10 +193,13 @@ ARGUMENT_SPEC = dict(
     metadata=dict(type='dict', default={}),
     fingerprints=dict(type='list', elements='path', default=[]),
     state_dir=dict(type='path', default=DEFAULT_STATE_DIR),
+    history=dict(type='int', default=DEFAULT_HISTORY),
+    rollback_to=dict(type='str'),
 )
 
 
-def record(module, store, old):
+def record(module, store, history):
+    old = history[0] if history else None
     params = module.params
     if not params['files']:
         module.fail_json(msg='files is required with state=recorded')
@@ -157,15 +214,33 @@ def record(module, store, old):
     prints = fingerprint(params['fingerprints'])
     changed = not matches(old, files, params['metadata'], prints)
     if changed and not module.check_mode:
-        store.save(files, params['metadata'], prints)
-    new = store.load() if not module.check_mode else old
-    return changed, changed_files, new
+        store.save(files, params['metadata'], prints, keep=params['history'], history=history)
+        history = store.history()
+    return changed, changed_files, history
 
 
-def restore(module, store, old):
-    if old is None:
+def chosen(module, store, history):
+    """The record O(rollback_to) names and its index; fails, listing the records, when there is none."""
+    name = module.params['name']
+    if not history:
         module.fail_json(msg='no last good configuration is recorded for server %s (%s does not exist): nothing to '
-                             'restore' % (module.params['name'], store.path), found=False, changed_files=[])
+                             'restore' % (name, store.path), found=False, changed_files=[], history=[])
+    try:
+        return select(history, module.params['rollback_to'])
+    except LookupError as exc:
+        module.fail_json(msg='rollback_to %s for server %s: %s' % (module.params['rollback_to'], name, exc),
+                         found=True, changed_files=[], history=summary(history))
+
+
+def restore(module, store, history):
+    old, dummy = chosen(module, store, history)
+    python = old['metadata'].get('python')
+    if python and not os.access(python, os.X_OK):
+        module.fail_json(msg='the engine of record %s of server %s (%s, version %s) is no longer on this host: '
+                             'reinstall it (playbooks/install.yml -e sglang_install_version=%s) and roll back again; '
+                             'nothing was changed' % (old['id'], module.params['name'], python,
+                                                      old['metadata'].get('version'), old['metadata'].get('version')),
+                         found=True, changed_files=[], history=summary(history))
     changed_files, diffs = [], []
     for item in old['files']:
         content, mode = read_file(item['path'])
@@ -194,17 +269,26 @@ def main():
     params = module.params
     try:
         store = Record(params['state_dir'], params['name'])
-        old = store.load()
-        diffs, drifted = [], None
+        history = store.history()
+        diffs, drifted, selected = [], None, None
         if params['state'] == 'recorded':
-            changed, changed_files, current = record(module, store, old)
+            changed, changed_files, history = record(module, store, history)
+            current = history[0] if history else None
         elif params['state'] == 'restored':
-            changed, changed_files, current, diffs, drifted = restore(module, store, old)
+            changed, changed_files, current, diffs, drifted = restore(module, store, history)
         else:
-            changed, changed_files, current = False, [], old
+            changed, changed_files, current = False, [], history[0] if history else None
+            if params['rollback_to'] is not None:
+                current = chosen(module, store, history)[0]
+        if current is not None and (params['state'] == 'restored' or params['rollback_to'] is not None):
+            index = [item['id'] for item in history].index(current['id'])
+            selected = dict(id=current['id'], index=index, recorded_at=current['recorded_at'],
+                            metadata=current['metadata'])
     except (OSError, ValueError) as exc:
         module.fail_json(msg='last good configuration of server %s: %s' % (params['name'], exc))
-    result = dict(changed=changed, changed_files=changed_files, found=current is not None)
+    result = dict(changed=changed, changed_files=changed_files, found=current is not None, history=summary(history))
+    if selected is not None:
+        result['selected'] = selected
     if current is not None:
         result.update(recorded_at=current['recorded_at'], metadata=current['metadata'],
                       fingerprints=current.get('fingerprints') or {},

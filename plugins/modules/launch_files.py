@@ -226,7 +226,7 @@ users_to_fix:
   elements: str
   sample: [sglang]
 last_good:
-  description: What O(last_good) found (only booleans; no content is returned).
+  description: What O(last_good) found (no file content is returned).
   returned: when O(last_good) is set
   type: dict
   contains:
@@ -242,7 +242,15 @@ last_good:
         - False when there is no record or it cannot be read.
       type: bool
       returned: success
-  sample: {found: true, current: true}
+    version:
+      description:
+        - The engine version of the newest record (its C(metadata.version)), what the server last passed its checks
+          with; null when there is none. The deploy summary shows it as C(0.5.15.post1 -> 0.5.23) where the plan
+          changes the version.
+      type: str
+      returned: success
+      version_added: 1.0.0
+  sample: {found: true, current: true, version: 0.5.15.post1}
 '''
 
 import grp
@@ -420,10 +428,10 @@ def users_to_fix(users):
 
 
 def last_good_state(module, store, wanted):
-    """``{found, current}`` of the record ``store`` of O(last_good) against the files of ``wanted`` ({path: item});
+    """``{found, current, version}`` of the newest record ``store`` of O(last_good) against the files of ``wanted`` ({path: item});
     an unreadable or invalid record is a warning, and not current."""
     options = module.params['last_good']
-    found = False
+    found, old = False, None
     try:
         found = os.path.exists(store.path)
         old = store.load()
@@ -433,7 +441,8 @@ def last_good_state(module, store, wanted):
         module.warn('the last good record of server %s cannot be compared (taken as not current): %s'
                     % (options['name'], exc))
         current = False
-    return dict(found=found, current=current)
+    version = old['metadata'].get('version') if old else None
+    return dict(found=found, current=current, version=None if version is None else str(version))
 
 
 def main():

@@ -238,7 +238,7 @@ def main():
         module.exit_json(**host)
     # The role variable the python comes from, so that the message says what to set.
     where = ('set sglang_server_python to the interpreter (or virtualenv) that has %s installed '
-             '(playbooks/install.yml installs it into /opt/llmops/sglang-venv)' % engine)
+             '(playbooks/install.yml installs each release into /opt/llmops/sglang-<version>)' % engine)
     if not os.access(python, os.X_OK):
         module.fail_json(msg='%s is not an executable Python interpreter on this host: %s' % (python, where))
     env = dict((str(k), str(v)) for k, v in module.params['env'].items())

@@ -19,19 +19,24 @@ import zipfile
 
 import pytest
 
+from ansible_collections.llmops.serving.plugins.module_utils._releases import venv_path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
 HOSTS = ['ns1', 'ns2']
-VENV = '/opt/llmops/sglang-venv'
 VERSION = '0.5.15.post1'
 OLD_VERSION = '0.5.11'
 DEP = 'llmops-itest-dep==1.0'
+# The default virtualenv of this release with the extra pin: /opt/llmops/sglang-0.5.15.post1-<hash>.
+VENV = venv_path('sglang', VERSION, [DEP])
 
 
-def build_wheel(directory, name, version, module, init_source):
-    """Write a pure-Python wheel ``name-version-py3-none-any.whl`` holding ``module/__init__.py``."""
+def build_wheel(directory, name, version, module, init_source, extra_files=None):
+    """Write a pure-Python wheel ``name-version-py3-none-any.whl`` holding ``module/__init__.py`` and
+    ``extra_files`` ({path in site-packages: text})."""
     dist = '%s-%s' % (name.replace('-', '_'), version)
     files = {
+        **(extra_files or {}),
         '%s/__init__.py' % module: init_source,
         '%s.dist-info/METADATA' % dist: 'Metadata-Version: 2.1\nName: %s\nVersion: %s\n' % (name, version),
         '%s.dist-info/WHEEL' % dist: 'Wheel-Version: 1.0\nGenerator: llmops-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n',

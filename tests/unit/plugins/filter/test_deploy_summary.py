@@ -82,3 +82,13 @@ def test_a_rank_failed_by_its_group_shows_the_root_cause():
     # no rank failed on its own (u1 was unreachable): the rank's own reason, u1 not reached
     assert rows['u0'][-1] == 'multi-node group u0, u1: u1 not in this batch (unreachable, ...)'
     assert rows['u1'][1] == rows['n1'][1] == 'not reached'
+
+
+def test_a_release_change_shows_from_and_to():
+    hostvars = {
+        'n1': {'sglang_server_result': dict(READY, version='0.5.23', previous_version='0.5.15.post1', state='check mode')},
+        'n2': {'sglang_server_result': dict(READY, version='0.5.23', previous_version='0.5.23')},
+        'n3': {'sglang_server_result': dict(READY, version='0.5.23', previous_version=None)},
+    }
+    lines = deploy_summary(list(hostvars), hostvars)
+    assert [split(line)[4] for line in lines[1:]] == ['sglang 0.5.15.post1 -> 0.5.23', 'sglang 0.5.23', 'sglang 0.5.23']

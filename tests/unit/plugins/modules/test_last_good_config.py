@@ -116,3 +116,62 @@ def test_the_drafter_fingerprint_is_recorded_and_drift_is_reported(capsys, host,
     restored = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
     assert restored['changed_since_record'] == [str(drafter / 'model.safetensors')]
     assert warnings and 'model.safetensors' in warnings[0] and 'launch files only' in warnings[0]
+
+
+def record_depth(capsys, host, depth, history=3, **metadata):
+    (host['etc'] / 'main.sh').write_text('exec server --depth %d\n' % depth)
+    return run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'],
+               metadata=dict(metadata, depth=depth), history=history)
+
+
+def test_rollback_to_puts_back_a_record_n_good_configurations_back(capsys, host):
+    for depth in (16, 10, 5):
+        record_depth(capsys, host, depth)
+    read = run(capsys, name='main', state='read', state_dir=host['state_dir'])
+    assert [item['metadata']['depth'] for item in read['history']] == [5, 10, 16]
+    assert [item['index'] for item in read['history']] == [0, 1, 2] and 'content' not in json.dumps(read['history'])
+    two_back = run(capsys, name='main', state='restored', state_dir=host['state_dir'], rollback_to='2')
+    assert two_back['changed'] and two_back['selected']['index'] == 2 and two_back['metadata'] == {'depth': 16}
+    assert (host['etc'] / 'main.sh').read_text() == 'exec server --depth 16\n'
+    by_id = run(capsys, name='main', state='restored', state_dir=host['state_dir'],
+                rollback_to=read['history'][1]['id'][:6])
+    assert by_id['selected']['index'] == 1 and (host['etc'] / 'main.sh').read_text() == 'exec server --depth 10\n'
+    # Restoring changes no record; recording what was restored (it passed its checks) moves it to the front.
+    assert [item['metadata']['depth'] for item in by_id['history']] == [5, 10, 16]
+    again = run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'],
+                metadata={'depth': 10})
+    assert [item['metadata']['depth'] for item in again['history']] == [10, 5, 16]
+
+
+def test_only_the_last_history_records_are_kept(capsys, host):
+    for depth in (16, 10, 5, 3):
+        result = record_depth(capsys, host, depth, history=2)
+    assert [item['metadata']['depth'] for item in result['history']] == [3, 5]
+    refused = run(capsys, name='main', state='restored', state_dir=host['state_dir'], rollback_to='2')
+    assert refused['failed'] and '2 (2 back) is not kept; the 2 records kept, newest first: 0: ' in refused['msg']
+    assert (host['etc'] / 'main.sh').read_text() == 'exec server --depth 3\n'
+
+
+def test_a_record_whose_engine_is_gone_is_refused_before_anything_is_written(capsys, host, tmp_path):
+    python = tmp_path / 'sglang-0.5.15.post1' / 'bin' / 'python'
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\n')
+    python.chmod(0o755)
+    record_depth(capsys, host, 16, python=str(python), version='0.5.15.post1')
+    record_depth(capsys, host, 5, python='/usr/bin/python3', version='0.5.23')
+    python.unlink()
+    refused = run(capsys, name='main', state='restored', state_dir=host['state_dir'], rollback_to='previous')
+    assert refused['failed'] and 'is no longer on this host' in refused['msg']
+    assert 'playbooks/install.yml -e sglang_install_version=0.5.15.post1' in refused['msg']
+    assert (host['etc'] / 'main.sh').read_text() == 'exec server --depth 5\n'
+
+
+def test_read_with_rollback_to_names_the_record_and_writes_nothing(capsys, host):
+    for depth in (16, 5):
+        record_depth(capsys, host, depth)
+    read = run(capsys, name='main', state='read', state_dir=host['state_dir'], rollback_to='previous')
+    assert not read['changed'] and read['selected']['index'] == 1 and read['metadata'] == {'depth': 16}
+    assert (host['etc'] / 'main.sh').read_text() == 'exec server --depth 5\n'
+    first = run(capsys, check=True, name='other', state='recorded', files=host['files'], state_dir=host['state_dir'],
+                rollback_to='previous')
+    assert first['changed'] and 'selected' not in first

@@ -182,7 +182,7 @@ def would_record(capsys, case):
 @pytest.mark.parametrize('check', [True, False])
 def test_last_good_is_current_for_the_files_and_metadata_recorded(capsys, recorded, check):
     result, out = run(capsys, check=check, **recorded)
-    assert result['last_good'] == dict(found=True, current=True) and not result['changed']
+    assert result['last_good'] == dict(found=True, current=True, version='0.5.15') and not result['changed']
     assert SECRET not in out
     assert not would_record(capsys, recorded)['changed']
 
@@ -196,7 +196,7 @@ def test_last_good_compares_the_wanted_files_not_the_hosts(capsys, recorded):
     record = os.path.join(recorded['last_good']['state_dir'], 'main.json')
     before = os.stat(record).st_mtime_ns
     result = run(capsys, check=True, **recorded)[0]
-    assert result['changed_files'] == [script] and result['last_good'] == dict(found=True, current=True)
+    assert result['changed_files'] == [script] and result['last_good'] == dict(found=True, current=True, version='0.5.15')
     assert os.stat(record).st_mtime_ns == before
 
 
@@ -235,7 +235,7 @@ def _fewer_files(case, tmp_path):
 def test_last_good_is_not_current_when_a_recorded_part_differs(capsys, tmp_path, recorded, change, check):
     change(recorded, tmp_path)
     result, out = run(capsys, check=check, **recorded)
-    assert result['last_good'] == dict(found=True, current=False)
+    assert result['last_good'] == dict(found=True, current=False, version='0.5.15')
     assert SECRET not in out
     if not check:  # last_good_config agrees: recording now that the files are written would change the record
         assert would_record(capsys, recorded)['changed']
@@ -245,7 +245,7 @@ def test_last_good_is_not_current_when_a_recorded_part_differs(capsys, tmp_path,
 def test_last_good_without_a_record_is_not_found(capsys, tmp_path, wanted, check):
     last_good = dict(name='main', state_dir=str(tmp_path / 'state'), files=[wanted['files'][0]['path']])
     result = run(capsys, check=check, last_good=last_good, **wanted)[0]
-    assert result['last_good'] == dict(found=False, current=False)
+    assert result['last_good'] == dict(found=False, current=False, version=None)
     assert not (tmp_path / 'state').exists()
 
 
@@ -259,7 +259,7 @@ def test_a_bad_record_is_a_warning_and_not_current(capsys, monkeypatch, recorded
         handle.write(content)
     warnings = record_warnings(monkeypatch)
     result = run(capsys, check=True, **recorded)[0]
-    assert result['last_good'] == dict(found=True, current=False) and 'failed' not in result
+    assert result['last_good'] == dict(found=True, current=False, version=None) and 'failed' not in result
     assert len(warnings) == 1 and 'main.json is not a valid record' in warnings[0]
 
 

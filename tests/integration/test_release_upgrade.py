@@ -1,0 +1,105 @@
+"""An SGLang release upgrade as a rolling change that can roll back (issue 31): each release in its
+own virtualenv (roles/sglang_install, plugins/module_utils/_releases.py), the servers' python following
+``sglang_install_version``, the deploy moving them, and ``playbooks/rollback.yml -e
+llmops_rollback_to=previous`` bringing launch files and engine back together.
+
+The "releases" are wheels built here (``sglang==V`` from the test's wheelhouse, real pip and venv):
+each holds only a ``.pth`` file that puts the simulator (tests/sim, a TEST DOUBLE) on the path and
+makes it simulate release V (``SGLANG_SIM_VERSION``), so the virtualenv decides the version a server
+runs, as with real releases. Two namespace hosts, one at a time; a server of its own name and port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils._releases import venv_path
+from test_deploy import SIM, deploy_vars, summary_rows
+from test_sglang_install import build_wheel, install_vars
+
+HOSTS = ['ns1', 'ns2']
+OLD, NEW = '0.5.15.post1', '0.5.23'
+PORT = 31200
+
+
+@pytest.fixture(scope='module')
+def releases(tmp_path_factory):
+    """A wheelhouse of two simulated releases (this machine's /tmp, which the fleet hosts see)."""
+    directory = tmp_path_factory.mktemp('releases')
+    for version in (OLD, NEW):
+        pth = '%s\nimport os; os.environ.setdefault("SGLANG_SIM_VERSION", %r)\n' % (SIM, version)
+        build_wheel(directory, 'sglang', version, 'llmops_sim_release', '', {'llmops-sim-release.pth': pth})
+    return str(directory)
+
+
+def server_vars(version, **overrides):
+    """deploy.yml's vars without sglang_server_python: the server runs the python of ``version``'s virtualenv."""
+    base = deploy_vars(sglang_server_name='ru', sglang_server_port=PORT, llmops_serial=1, sglang_server_api_key='',
+                       sglang_install_version=version)
+    del base['sglang_server_python']
+    base.update(overrides)
+    return base
+
+
+def running(fleet):
+    """host -> (PID, the python its command line starts with) of the server."""
+    out = {}
+    for host in HOSTS:
+        pid = json.loads(fleet.ssh(host, 'cat /run/llmops/sglang-ru.pid').stdout)['pid']
+        argv0 = fleet.ssh(host, "tr '\\0' '\\n' < /proc/%d/cmdline | head -1" % pid).stdout.strip()
+        out[host] = (pid, argv0)
+    return out
+
+
+def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepare_simulator, run_playbook,
+                                                              releases):
+    fleet, limit = clean_fleet, ','.join(HOSTS)
+    old_python, new_python = (os.path.join(venv_path('sglang', v), 'bin', 'python') for v in (OLD, NEW))
+    # The test bed (simulated GPUs, tiny checkpoints) is prepared with the system's python.
+    prepare_simulator(limit=limit, extra_vars=dict(server_vars(OLD), sglang_server_python='/usr/bin/python3'))
+
+    def install(version):
+        run_playbook('playbooks/install.yml', limit=limit, expect_rc=0,
+                     extra_vars=install_vars(releases, sglang_install_version=version, sglang_install_packages=[]))
+
+    install(OLD)
+    first = run_playbook('playbooks/deploy.yml', limit=limit, extra_vars=server_vars(OLD), expect_rc=0, timeout=600)
+    assert {h: summary_rows(first)[h][4] for h in HOSTS} == {h: 'sglang %s SIMULATOR' % OLD for h in HOSTS}
+    before = running(fleet)
+    assert {argv0 for dummy, argv0 in before.values()} == {old_python}
+
+    # The new release installs beside the old one; nothing that serves is touched.
+    install(NEW)
+    assert running(fleet) == before
+    for host in HOSTS:
+        fleet.ssh(host, 'test -x %s && test -x %s' % (old_python, new_python))
+
+    dry = run_playbook('playbooks/deploy.yml', limit=limit, extra_vars=server_vars(NEW), check=True, expect_rc=0)
+    assert {h: summary_rows(dry)[h][4] for h in HOSTS} == {h: 'sglang %s -> %s SIMULATOR' % (OLD, NEW) for h in HOSTS}
+    assert running(fleet) == before
+
+    upgrade = run_playbook('playbooks/deploy.yml', limit=limit, extra_vars=server_vars(NEW), expect_rc=0, timeout=600)
+    rows = summary_rows(upgrade)
+    assert {h: rows[h][1:3] + [rows[h][4]] for h in HOSTS} == \
+        {h: ['ready', 'restart', 'sglang %s -> %s SIMULATOR' % (OLD, NEW)] for h in HOSTS}
+    upgraded = running(fleet)
+    assert all(upgraded[h][0] != before[h][0] and upgraded[h][1] == new_python for h in HOSTS), upgraded
+
+    # Back one good configuration: the old launch files, so the old release, through the same checks.
+    back = run_playbook('playbooks/rollback.yml', limit=limit, expect_rc=0, timeout=600,
+                        extra_vars=server_vars(NEW, llmops_rollback_to='previous'))
+    flat = ' '.join(back.stdout.split())
+    assert flat.count('(1 back, passed') == 2, back.stdout[-3000:]
+    after = running(fleet)
+    assert all(after[h][0] != upgraded[h][0] and after[h][1] == old_python for h in HOSTS), after
+    assert all('%s: rolled_back to record' % h in flat and 'sglang %s' % OLD in flat for h in HOSTS)
+
+    # The restored configuration is the newest record again; the upgrade is one back.
+    status = run_playbook('playbooks/status.yml', limit=limit, expect_rc=0,
+                          extra_vars=server_vars(NEW, llmops_status_history=True))
+    listed = ' '.join(status.stdout.split())
+    assert listed.index('%s 16 %s' % (OLD, old_python)) < listed.index('%s 16 %s' % (NEW, new_python)), \
+        status.stdout[-3000:]

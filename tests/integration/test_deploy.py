@@ -241,13 +241,14 @@ def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
             '-    --speculative-num-draft-tokens 16', '+    --speculative-num-draft-tokens 5'} <= flags, result.stdout[-4000:]
     assert not any(line.startswith(('+exec ', '-exec ')) for line in lines)
     assert any(line.startswith('+ExecStart=') and '"--speculative-num-draft-tokens" "5"' in line for line in lines)
-    # The plan only compares the launch files (one module run, in check mode): no `changed:` for it;
-    # apply shows the change.
+    # The plan only compares the launch files (one module run, in check mode): no `changed:` for it,
+    # neither in the fleet preflight nor where the rollout plans a changing host again; apply shows the change.
     sections = result.stdout.split('TASK [')
     files = [section for section in sections if section.startswith('llmops.serving.sglang_server : Write the configuration')]
     ns1 = [section for section in files if '[ns1]' in section]
-    assert len(ns1) == 2 and 'changed: [' not in ns1[0] and '--- before' not in ns1[0], ns1
-    assert 'changed: [ns1]' in ns1[1] and '+    --speculative-num-steps 4' in ns1[1], ns1
+    assert len(ns1) == 3, ns1
+    assert all('changed: [' not in section and '--- before' not in section for section in ns1[:2]), ns1
+    assert 'changed: [ns1]' in ns1[2] and '+    --speculative-num-steps 4' in ns1[2], ns1
     assert server_pids(fleet) == before
     assert '--speculative-num-draft-tokens 16' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-main.sh').stdout
 
@@ -290,7 +291,8 @@ def test_fault_in_first_batch_stops_rollout(fault, reason, deployed, run_playboo
     """ns1 and ns2 form the first batch, ns3 the second; a fault on ns1 fails ns1 with a
     readable reason and the rollout stops before ns3, which keeps serving untouched."""
     fleet = deployed[0]
-    ns3_before = server_pids(fleet)['ns3']
+    before = server_pids(fleet)
+    ns3_before = before['ns3']
     overrides = {'sglang_server_speculative_depth': 5, 'llmops_serial': 2, 'llmops_max_fail_percentage': 0}
     holder = None
     if fault == 'crash':
@@ -314,6 +316,12 @@ def test_fault_in_first_batch_stops_rollout(fault, reason, deployed, run_playboo
     assert result.rc != 0, output
     assert result.recap['ns1']['failed'] == 1, output
     assert reason in result.stdout, output
+    if fault == 'bad_drafter':
+        # found by the fleet preflight, before the first batch: nothing stopped anywhere
+        assert 'PLAY [Deploy SGLang servers with EAGLE-3 drafters]' not in result.stdout or \
+            'TASK [Deploy the server' not in result.stdout.split('PLAY [Deploy SGLang servers')[1], output
+        assert server_pids(fleet) == before
+        return
     assert 'ns3' not in result.recap or result.recap['ns3']['changed'] == 0, output
     assert server_pids(fleet)['ns3'] == ns3_before
     # the rollout stopped, and yet every host has its summary row: ns1 with its reason

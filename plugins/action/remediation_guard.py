@@ -18,6 +18,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _guard
+from ansible_collections.llmops.serving.plugins.module_utils._procs import STAT_STARTTIME, read_stat
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
 from ansible_collections.llmops.serving.plugins.modules.remediation_guard import ARGUMENT_SPEC
 
@@ -32,7 +33,17 @@ def _read(path):
         return None
 
 
-def guarded(args, now, check_mode=False):
+def run_identity(pid):
+    """[pid, start time] of a process, or None where it is gone."""
+    fields = read_stat(pid)
+    return [pid, fields[STAT_STARTTIME]] if fields and len(fields) > STAT_STARTTIME else None
+
+
+def run_alive(owner):
+    return run_identity(owner[0]) == list(owner)
+
+
+def guarded(args, now, check_mode=False, owner=None):
     """Decide (or finish) under the lock of the state file; returns the decision."""
     path = args['state_file']
     folder = os.path.dirname(path) or '.'
@@ -52,7 +63,7 @@ def guarded(args, now, check_mode=False):
                     state, args['host'], args['hosts'], args['collapsed_hosts'], now,
                     cooldown=args['cooldown'], max_per_hour=args['max_per_hour'],
                     max_collapsed_share=args['max_collapsed_share'], report_window=args['report_window'],
-                    stale_after=args['stale_after'])
+                    stale_after=args['stale_after'], owner=owner, owner_alive=run_alive)
             if not check_mode:
                 write_atomically(path, json.dumps(new, sort_keys=True).encode('utf-8'), 0o600)
                 entry = dict(decision, at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now)))
@@ -73,7 +84,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars or {})
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
-            decision = guarded(args, time.time(), check_mode=self._task.check_mode)
+            # The playbook run (the worker's parent, ansible-playbook) holds the remediation in progress.
+            decision = guarded(args, time.time(), check_mode=self._task.check_mode, owner=run_identity(os.getppid()))
         except OSError as exc:
             raise AnsibleActionFail('the guard state %s cannot be used: %s' % (args['state_file'], exc))
         if decision['reason'] in ('unknown_host', 'fleet_wide'):

@@ -14,7 +14,8 @@ Decisions, in this order (the first that applies wins):
 - ``fleet_wide``: more than ``max_collapsed_share`` of the fleet (and at least two hosts) reported
   a collapse within ``report_window`` seconds: a workload shift, not a bad host; nothing is remediated
   and one fleet-wide alert is raised per episode (``fleet_alert`` true on the first decision);
-- ``busy``: another remediation runs (one host at a time; one older than ``stale_after`` no longer counts);
+- ``busy``: another remediation runs (one host at a time; one older than ``stale_after``, or whose
+  run is gone, no longer counts);
 - ``cooldown``: this host was remediated less than ``cooldown`` seconds ago;
 - ``rate_limit``: ``max_per_hour`` remediations started across the fleet in the last hour;
 - ``remediate``: go; the state now holds this host as in progress until ``finish``.
@@ -44,7 +45,7 @@ def _normalise(state):
 
 
 def decide(state, host, known_hosts, collapsed_hosts, now, cooldown=1800.0, max_per_hour=3,
-           max_collapsed_share=0.5, report_window=600.0, stale_after=3600.0):
+           max_collapsed_share=0.5, report_window=600.0, stale_after=3600.0, owner=None, owner_alive=None):
     """Decide about one collapse report of ``host``.
 
     ``collapsed_hosts`` are the hosts the same report says collapsed too (an Alertmanager group,
@@ -53,6 +54,10 @@ def decide(state, host, known_hosts, collapsed_hosts, now, cooldown=1800.0, max_
     for a person), ``collapsed`` (the known hosts that reported a collapse in the window),
     ``fleet_size``, ``fleet_alert`` (raise the fleet-wide alert now), ``retry_after`` (seconds,
     for cooldown and rate_limit, else 0).
+
+    ``owner`` identifies the run that will remediate (the action plugin passes the playbook's PID and
+    start time); ``owner_alive(owner)`` says whether the run holding the remediation in progress still
+    exists: a run that died (a host unreachable ends a playbook before it can finish) no longer blocks.
     """
     state = _normalise(state)
     known = list(dict.fromkeys(known_hosts or []))
@@ -87,7 +92,8 @@ def decide(state, host, known_hosts, collapsed_hosts, now, cooldown=1800.0, max_
         return decision, state
 
     busy = state['in_progress']
-    if busy and now - float(busy.get('since', 0)) > stale_after:
+    if busy and (now - float(busy.get('since', 0)) > stale_after
+                 or (owner_alive is not None and busy.get('owner') and not owner_alive(busy['owner']))):
         busy = state['in_progress'] = None
     if busy:
         decision.update(reason='busy',
@@ -114,7 +120,7 @@ def decide(state, host, known_hosts, collapsed_hosts, now, cooldown=1800.0, max_
     keep = max(cooldown, HOUR)
     state['remediations'] = [r for r in state['remediations'] if now - float(r.get('started', 0)) < keep]
     state['remediations'].append({'host': host, 'started': now, 'outcome': None})
-    state['in_progress'] = {'host': host, 'since': now}
+    state['in_progress'] = {'host': host, 'since': now, 'owner': owner}
     decision.update(action='remediate', reason='remediate', msg='remediating %s' % host)
     return decision, state
 

@@ -19,7 +19,7 @@ def decide(state, host, collapsed=None, now=1000.0, fleet=None, **kw):
 def test_one_collapsed_host_is_remediated_and_held_in_progress():
     d, state = decide(None, 's1')
     assert (d['action'], d['reason']) == ('remediate', 'remediate')
-    assert state['in_progress'] == {'host': 's1', 'since': 1000.0}
+    assert state['in_progress'] == {'host': 's1', 'since': 1000.0, 'owner': None}
     assert state['remediations'] == [{'host': 's1', 'started': 1000.0, 'outcome': None}]
 
 
@@ -112,3 +112,13 @@ def test_finish_of_another_host_keeps_the_one_in_progress():
     _, state = decide(None, 's1')
     state = _guard.finish(state, 's2', 'remediated', 1001.0)
     assert state['in_progress']['host'] == 's1'
+
+
+def test_a_run_that_died_no_longer_blocks():
+    _, state = decide(None, 's1', fleet=BIG, owner=[4242, '100'])
+    alive = {(4242, '100'): True}
+    d, _ = decide(state, 's2', now=1001.0, fleet=BIG, owner_alive=lambda o: alive.get(tuple(o), False))
+    assert d['reason'] == 'busy'
+    alive.clear()
+    d, state = decide(state, 's2', now=1002.0, fleet=BIG, owner=[5, '1'], owner_alive=lambda o: alive.get(tuple(o), False))
+    assert d['reason'] == 'remediate' and state['in_progress']['owner'] == [5, '1']

@@ -82,7 +82,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars or {})
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             # The playbook run (the worker's parent, ansible-playbook) holds the remediation in progress.
             decision = guarded(args, time.time(), check_mode=self._task.check_mode, owner=run_identity(os.getppid()))

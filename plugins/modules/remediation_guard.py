@@ -16,7 +16,7 @@ description:
     of O(host), in this order
   - V(unknown_host) - O(host) is not one of O(hosts), the servers of the inventory; logged and ignored.
   - V(fleet_wide) - more than O(max_collapsed_share) of O(hosts) (and at least two) reported a collapse within
-    O(report_window) seconds (O(collapsed_hosts) of this report and the reports before it): a workload shift,
+    O(report_window) seconds (O(collapsed_hosts) of this report and the reports before it), a workload shift,
     not a bad host. Nothing is remediated; RV(fleet_alert) is true once per episode, to raise one fleet-wide alert.
   - V(busy) - another host is being remediated (one at a time); one started more than O(stale_after) seconds ago
     no longer counts.
@@ -25,7 +25,7 @@ description:
   - V(remediate) - go; O(host) is held as in progress until a call with O(state=finished).
   - Every decision is appended to C(decisions.jsonl) beside O(state_file) (mode 0600), one JSON object a line.
   - The decisions are the pure functions of C(module_utils/_guard.py).
-author: llmops.serving maintainers
+author: llmops.serving maintainers (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
 attributes:

@@ -53,7 +53,7 @@ async def _start_webhook(tmp_path, **args):
     queue = asyncio.Queue()
     ready = str(tmp_path / 'port')
     task = asyncio.ensure_future(webhook.main(queue, dict({'host': '127.0.0.1', 'port': 0, 'ready_file': ready}, **args)))
-    for _ in range(200):
+    for dummy in range(200):
         if os.path.exists(ready):
             break
         await asyncio.sleep(0.02)
@@ -77,7 +77,7 @@ def test_webhook_puts_one_event_per_alert_with_the_group_hosts(tmp_path):
             async with s.post(url, json=payload) as resp:
                 assert resp.status == 202
                 assert (await resp.json()) == {'events': 3}
-        events = [queue.get_nowait() for _ in range(3)]
+        events = [queue.get_nowait() for dummy in range(3)]
         assert queue.empty()
         await _stop(task)
         return events

@@ -49,26 +49,26 @@ def test_fleet_wide_alert_once_per_episode_and_staggered_reports_count():
     d2, state = decide(state, 's2', collapsed=['s2'], now=1010.0)
     assert d1['fleet_alert'] and d2['reason'] == 'fleet_wide' and not d2['fleet_alert']
     # Reports that arrive one by one within the window add up to the fleet share.
-    _, state = decide(None, 's1', now=0.0)
+    dummy, state = decide(None, 's1', now=0.0)
     state = _guard.finish(state, 's1', 'remediated', 1.0)
     d, state = decide(state, 's2', now=10.0, cooldown=0)
     assert d['reason'] == 'remediate'
     state = _guard.finish(state, 's2', 'remediated', 11.0)
-    _, state = decide(state, 's3', now=20.0)  # in progress
-    d, _ = decide(state, 's1', collapsed=['s1', 's2'], now=30.0)
+    dummy, state = decide(state, 's3', now=20.0)  # in progress
+    d, dummy = decide(state, 's1', collapsed=['s1', 's2'], now=30.0)
     assert d['reason'] == 'fleet_wide'
 
 
 def test_reports_expire_after_the_window():
-    _, state = decide(None, 's2', collapsed=['s2'], now=0.0)
+    dummy, state = decide(None, 's2', collapsed=['s2'], now=0.0)
     state = _guard.finish(state, 's2', 'remediated', 1.0)
     state['reports']['s3'] = 0.0
-    d, _ = decide(state, 's1', now=700.0, report_window=600.0)
+    d, dummy = decide(state, 's1', now=700.0, report_window=600.0)
     assert d['reason'] == 'remediate' and d['collapsed'] == ['s1']
 
 
 def test_one_host_at_a_time_and_stale_in_progress_is_dropped():
-    _, state = decide(None, 's1', fleet=BIG)
+    dummy, state = decide(None, 's1', fleet=BIG)
     d, state = decide(state, 's2', now=1100.0, fleet=BIG)
     assert d['reason'] == 'busy' and 's1' in d['msg']
     d, state = decide(state, 's2', now=1000.0 + 3601, stale_after=3600, fleet=BIG)
@@ -76,7 +76,7 @@ def test_one_host_at_a_time_and_stale_in_progress_is_dropped():
 
 
 def test_cooldown_per_host():
-    _, state = decide(None, 's1', now=0.0)
+    dummy, state = decide(None, 's1', now=0.0)
     state = _guard.finish(state, 's1', 'remediated', 60.0)
     assert state['remediations'][0]['outcome'] == 'remediated' and state['in_progress'] is None
     d, state = decide(state, 's1', now=600.0, cooldown=1800)
@@ -86,7 +86,7 @@ def test_cooldown_per_host():
     d, state = decide(state, 's2', now=1300.0, cooldown=1800)
     assert d['reason'] == 'remediate'
     state = _guard.finish(state, 's2', 'failed', 700.0)
-    d, _ = decide(state, 's1', now=1801.0, cooldown=1800)
+    d, dummy = decide(state, 's1', now=1801.0, cooldown=1800)
     assert d['reason'] == 'remediate'
 
 
@@ -99,25 +99,25 @@ def test_rate_limit_across_the_fleet():
         state = _guard.finish(state, host, 'remediated', i * 100.0 + 50)
     d, state = _guard.decide(state, 'h5', fleet, ['h5'], 300.0, max_per_hour=2)
     assert d['reason'] == 'rate_limit' and d['retry_after'] == 3300.0
-    d, _ = _guard.decide(state, 'h5', fleet, ['h5'], 3601.0, max_per_hour=2)
+    d, dummy = _guard.decide(state, 'h5', fleet, ['h5'], 3601.0, max_per_hour=2)
     assert d['reason'] == 'remediate'
 
 
 def test_single_host_fleet_is_remediated():
-    d, _ = _guard.decide(None, 'only', ['only'], ['only'], 0.0)
+    d, dummy = _guard.decide(None, 'only', ['only'], ['only'], 0.0)
     assert d['reason'] == 'remediate'
 
 
 def test_finish_of_another_host_keeps_the_one_in_progress():
-    _, state = decide(None, 's1')
+    dummy, state = decide(None, 's1')
     state = _guard.finish(state, 's2', 'remediated', 1001.0)
     assert state['in_progress']['host'] == 's1'
 
 
 def test_a_run_that_died_no_longer_blocks():
-    _, state = decide(None, 's1', fleet=BIG, owner=[4242, '100'])
+    dummy, state = decide(None, 's1', fleet=BIG, owner=[4242, '100'])
     alive = {(4242, '100'): True}
-    d, _ = decide(state, 's2', now=1001.0, fleet=BIG, owner_alive=lambda o: alive.get(tuple(o), False))
+    d, dummy = decide(state, 's2', now=1001.0, fleet=BIG, owner_alive=lambda o: alive.get(tuple(o), False))
     assert d['reason'] == 'busy'
     alive.clear()
     d, state = decide(state, 's2', now=1002.0, fleet=BIG, owner=[5, '1'], owner_alive=lambda o: alive.get(tuple(o), False))

@@ -100,6 +100,7 @@ class Watch(object):
         events = []
         for host in due:
             self.fired_at[host] = now
+            LOGGER.info('%s: acceptance length %s below its floor for %.0f s: firing', host, values.get(host), self.for_s)
             events.append(self._event(host, 'firing', values.get(host), sorted(firing)))
         for host in resolved:
             events.append(self._event(host, 'resolved', values.get(host), sorted(firing)))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Time from a drafter's collapse to its remediation by the speculation guard, split into its parts.
@@ -99,7 +98,7 @@ def journal_times(path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--interval', type=float, default=1.0, help='poller interval, s')
     parser.add_argument('--for', dest='for_s', type=float, default=3.0, help='seconds below the floor before firing')
     parser.add_argument('--timeout', type=float, default=240.0)

@@ -12,8 +12,9 @@ Decisions, in this order (the first that applies wins):
 
 - ``unknown_host``: the inventory does not know the host (logged and ignored);
 - ``fleet_wide``: more than ``max_collapsed_share`` of the fleet (and at least two hosts) reported
-  a collapse within ``report_window`` seconds: a workload shift, not a bad host; nothing is remediated
-  and one fleet-wide alert is raised per episode (``fleet_alert`` true on the first decision);
+  a collapse within ``report_window`` seconds (hosts remediated within the cooldown not counted):
+  a workload shift, not a bad host; nothing is remediated and one fleet-wide alert is raised per
+  episode (``fleet_alert`` true on the first decision);
 - ``busy``: another remediation runs (one host at a time; one older than ``stale_after``, or whose
   run is gone, no longer counts);
 - ``cooldown``: this host was remediated less than ``cooldown`` seconds ago;
@@ -77,7 +78,10 @@ def decide(state, host, known_hosts, collapsed_hosts, now, cooldown=1800.0, max_
         if h in known_set:
             reports[h] = now
     state['reports'] = reports
-    collapsed = sorted(reports)
+    # A host remediated within the cooldown was acted on: its alert may still fire (Alertmanager
+    # repeats the group until the rule's window has passed) but it no longer counts to the share.
+    acted = set(r.get('host') for r in state['remediations'] if now - float(r.get('started', 0)) < cooldown)
+    collapsed = sorted(h for h in reports if h not in acted)
     decision['collapsed'] = collapsed
 
     if len(collapsed) >= 2 and len(collapsed) > max_collapsed_share * len(known):

@@ -49,14 +49,20 @@ def test_fleet_wide_alert_once_per_episode_and_staggered_reports_count():
     d2, state = decide(state, 's2', collapsed=['s2'], now=1010.0)
     assert d1['fleet_alert'] and d2['reason'] == 'fleet_wide' and not d2['fleet_alert']
     # Reports that arrive one by one within the window add up to the fleet share.
-    dummy, state = decide(None, 's1', now=0.0)
-    state = _guard.finish(state, 's1', 'remediated', 1.0)
-    d, state = decide(state, 's2', now=10.0, cooldown=0)
+    d, state = decide(None, 's1', now=0.0)
     assert d['reason'] == 'remediate'
-    state = _guard.finish(state, 's2', 'remediated', 11.0)
-    dummy, state = decide(state, 's3', now=20.0)  # in progress
-    d, dummy = decide(state, 's1', collapsed=['s1', 's2'], now=30.0)
-    assert d['reason'] == 'fleet_wide'
+    d, state = decide(state, 's2', now=10.0)
+    assert d['reason'] == 'busy'
+    d, state = decide(state, 's3', now=20.0)
+    assert d['reason'] == 'fleet_wide' and d['collapsed'] == ['s2', 's3']
+
+
+def test_a_host_remediated_within_the_cooldown_does_not_count_to_the_share():
+    # s1 was remediated; Alertmanager still lists its alert with the next host's.
+    dummy, state = decide(None, 's1', now=0.0)
+    state = _guard.finish(state, 's1', 'remediated', 30.0)
+    d, state = decide(state, 's2', collapsed=['s1', 's2'], now=120.0)
+    assert d['reason'] == 'remediate' and d['collapsed'] == ['s2']
 
 
 def test_reports_expire_after_the_window():
@@ -81,9 +87,7 @@ def test_cooldown_per_host():
     assert state['remediations'][0]['outcome'] == 'remediated' and state['in_progress'] is None
     d, state = decide(state, 's1', now=600.0, cooldown=1800)
     assert d['reason'] == 'cooldown' and d['retry_after'] == 1200.0
-    # s1, still collapsed, counts to the fleet share: s2 alone within the window makes 2 of 3.
-    assert decide(state, 's2', now=600.0, cooldown=1800)[0]['reason'] == 'fleet_wide'
-    d, state = decide(state, 's2', now=1300.0, cooldown=1800)
+    d, state = decide(state, 's2', now=600.0, cooldown=1800)
     assert d['reason'] == 'remediate'
     state = _guard.finish(state, 's2', 'failed', 700.0)
     d, dummy = decide(state, 's1', now=1801.0, cooldown=1800)

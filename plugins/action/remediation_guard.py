@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller side of llmops.serving.remediation_guard: the guard's state file (locked, replaced
+atomically, mode 0600) and its journal of decisions; the decisions are module_utils/_guard.py's."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.llmops.serving.plugins.module_utils import _guard
+from ansible_collections.llmops.serving.plugins.module_utils._procs import STAT_STARTTIME, read_stat
+from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
+from ansible_collections.llmops.serving.plugins.modules.remediation_guard import ARGUMENT_SPEC
+
+display = Display()
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def run_identity(pid):
+    """[pid, start time] of a process, or None where it is gone."""
+    fields = read_stat(pid)
+    return [pid, fields[STAT_STARTTIME]] if fields and len(fields) > STAT_STARTTIME else None
+
+
+def run_alive(owner):
+    return run_identity(owner[0]) == list(owner)
+
+
+def guarded(args, now, check_mode=False, owner=None):
+    """Decide (or finish) under the lock of the state file; returns the decision."""
+    path = args['state_file']
+    folder = os.path.dirname(path) or '.'
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    with open(path + '.lock', 'a') as lock:
+        os.chmod(path + '.lock', 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            state = _read(path)
+            if args['state'] == 'finished':
+                new = _guard.finish(state, args['host'], args['outcome'], now)
+                decision = {'host': args['host'], 'action': 'ignore', 'reason': 'finished',
+                            'msg': '%s: %s' % (args['host'], args['outcome']), 'collapsed': [],
+                            'fleet_size': len(args['hosts']), 'fleet_alert': False, 'retry_after': 0}
+            else:
+                decision, new = _guard.decide(
+                    state, args['host'], args['hosts'], args['collapsed_hosts'], now,
+                    cooldown=args['cooldown'], max_per_hour=args['max_per_hour'],
+                    max_collapsed_share=args['max_collapsed_share'], report_window=args['report_window'],
+                    stale_after=args['stale_after'], owner=owner, owner_alive=run_alive)
+            if not check_mode:
+                write_atomically(path, json.dumps(new, sort_keys=True).encode('utf-8'), 0o600)
+                entry = dict(decision, at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now)))
+                journal = os.path.join(folder, 'decisions.jsonl')
+                fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                with os.fdopen(fd, 'a') as f:
+                    f.write(json.dumps(entry, sort_keys=True) + '\n')
+            return decision
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars or {})
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            # The playbook run (the worker's parent, ansible-playbook) holds the remediation in progress.
+            decision = guarded(args, time.time(), check_mode=self._task.check_mode, owner=run_identity(os.getppid()))
+        except OSError as exc:
+            raise AnsibleActionFail('the guard state %s cannot be used: %s' % (args['state_file'], exc))
+        if decision['reason'] in ('unknown_host', 'fleet_wide'):
+            display.warning(decision['msg'])
+        result.update(decision)
+        result['changed'] = decision['action'] == 'remediate' or args['state'] == 'finished'
+        return result

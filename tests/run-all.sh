@@ -103,9 +103,10 @@ check_galaxy_importer() {
 # The slow stages print each test's name as it ends and, at the end, the slowest tests.
 SLOW_STAGE_PYTEST=(python -m pytest -v -p no:cacheprovider --durations=15 --durations-min=20)
 
-# Some deploy tests serve the real vLLM CPU engine through the role: install it first.
+# Some deploy tests serve the real vLLM CPU engine through the role, the guard's test runs the real
+# ansible-rulebook: install them first.
 stage_integration() {
-  tests/engines/install_vllm.sh && "${SLOW_STAGE_PYTEST[@]}" tests/integration
+  tests/engines/install_vllm.sh && tests/integration/install_rulebook.sh && "${SLOW_STAGE_PYTEST[@]}" tests/integration
 }
 
 # The real vLLM CPU engine: a cached venv of its own (cold about 100 s, warm instant).

@@ -2,7 +2,8 @@
 # Installs the OS packages the test bed needs, only when missing (idempotent, fast when present):
 # sshd, ssh and ssh-keygen for the fleet hosts and their client, systemd-nspawn for the systemd
 # host, ip (network namespaces, veth, bridge), unshare/setpriv/mount (namespaces, overlays),
-# prometheus and promtool for the monitoring role's rules and its integration test.
+# prometheus and promtool for the monitoring role's rules and its integration test, Java for
+# ansible-rulebook.
 set -euo pipefail
 need=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
@@ -13,6 +14,8 @@ command -v unshare >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1 || need
 command -v mount >/dev/null 2>&1 || need+=(mount)
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
+# ansible-rulebook's rule engine (Drools, through drools_jpy) runs on Java 17
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 # ansible-test sanity checks shell scripts with it (and only warns when it is missing)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 if [ ${#need[@]} -gt 0 ]; then

@@ -10,10 +10,9 @@ import importlib.util
 import json
 import os
 
+import aiohttp  # the event sources' HTTP library, as ansible-rulebook ships it
 import pytest
-
-aiohttp = pytest.importorskip('aiohttp')
-from aiohttp import web  # noqa: E402
+from aiohttp import web
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SOURCES = os.path.join(ROOT, 'extensions', 'eda', 'plugins', 'event_source')

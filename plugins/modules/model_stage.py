@@ -23,7 +23,7 @@ description:
   - Every file is copied into a hidden directory V(.partial-<name>-<fingerprint>) in O(dest_root) (so in the
     same filesystem), through V(<file>.part), hashed while it is read, synced, and given its name only when its
     size and SHA-256 match the manifest. When all files are there the directory is renamed to its staged name
-    in one step: a copy killed half-way never has the staged name, and the next run copies only the files
+    in one step; a copy killed half-way never has the staged name, and the next run copies only the files
     that were not finished.
   - A file that no longer matches the manifest at the source (a byte changed after the manifest was made) is
     refused by name and nothing of it is staged. Missing files, other sizes and new files are refused before
@@ -122,8 +122,6 @@ notes:
   - The staged files are owned by the user running the module, mode 0644 (directories 0755).
 seealso:
   - module: llmops.serving.page_cache_warm
-  - role: llmops.serving.model_stage
-    description: Stages the target and the drafter on every host at once and sets C(model_stage_paths).
 '''
 
 EXAMPLES = r'''

@@ -17,9 +17,9 @@ description:
     sequentially to its end, so that the task returns when the files are cached; O(method=willneed) returns at
     once and lets the kernel read in the background.
   - The bytes read are bounded by O(memory_fraction) of C(MemAvailable) in C(/proc/meminfo) at the start (and by
-    O(max_bytes) where given): files that would go over the bound are skipped and counted in RV(skipped_bytes),
+    O(max_bytes) where given); files that would go over the bound are skipped and counted in RV(skipped_bytes),
     so warming never pushes the running server's memory out.
-  - Run it while the server is being drained, before it stops: the reading then overlaps the drain instead of
+  - Run it while the server is being drained, before it stops, so that the reading overlaps the drain instead of
     adding to the restart. Page cache is not changed state, so the task never reports a change.
 extends_documentation_fragment:
   - llmops.serving.attributes

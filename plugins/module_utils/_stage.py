@@ -164,6 +164,10 @@ def default_cache_path(source, cache_dir):
     """Beside the source where it is writable, else one file per source in ``cache_dir``."""
     if os.access(source, os.W_OK):
         return os.path.join(source, MANIFEST_NAME)
+    return cache_dir_path(source, cache_dir)
+
+
+def cache_dir_path(source, cache_dir):
     key = hashlib.sha256(os.path.realpath(source).encode('utf-8')).hexdigest()[:16]
     return os.path.join(cache_dir, '%s.json' % key)
 
@@ -221,20 +225,30 @@ def _fsync_dir(directory):
         os.close(fd)
 
 
-def load_or_build(source, cache_path, refresh=False, exclude=(), write=True):
+def load_or_build(source, cache_path, refresh=False, exclude=(), write=True, fallback_path=None):
     """The cached manifest of ``source`` (built and cached when there is none or ``refresh``).
-    Returns ``(manifest, built)``."""
+    ``fallback_path`` is read too, and written where ``cache_path`` cannot be (a share that says it is
+    writable and refuses root, for example). Returns ``(manifest, built, path it is cached in or None)``."""
+    paths = [cache_path] + ([fallback_path] if fallback_path and fallback_path != cache_path else [])
     if not refresh:
-        cached = read_cached(cache_path)
-        if cached is not None and os.path.realpath(cached.get('source', '')) == os.path.realpath(source):
-            return cached, False
+        for path in paths:
+            cached = read_cached(path)
+            if cached is not None and os.path.realpath(cached.get('source', '')) == os.path.realpath(source):
+                return cached, False, path
     manifest = build_manifest(source, exclude)
-    if write:
-        directory = os.path.dirname(cache_path)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        write_json_atomically(cache_path, manifest)
-    return manifest, True
+    if not write:
+        return manifest, True, None
+    last = None
+    for path in paths:
+        try:
+            directory = os.path.dirname(path)
+            if not os.path.isdir(directory):
+                os.makedirs(directory, 0o755)
+            write_json_atomically(path, manifest)
+            return manifest, True, path
+        except OSError as exc:
+            last = exc
+    raise last
 
 
 def staged_name(name, manifest):
@@ -506,6 +520,11 @@ def remove_tree(path):
     doomed = os.path.join(parent, '.delete-%s-%d' % (base, os.getpid()))
     os.rename(path, doomed)
     shutil.rmtree(doomed)
+    bare = base[len(PARTIAL_PREFIX):] if base.startswith(PARTIAL_PREFIX) else base
+    lock = os.path.join(parent, LOCK_PREFIX + bare)
+    if os.path.exists(lock) and not os.path.exists(os.path.join(parent, bare)) \
+            and not os.path.exists(os.path.join(parent, PARTIAL_PREFIX + bare)):
+        os.unlink(lock)
 
 
 def mem_available(meminfo='/proc/meminfo'):

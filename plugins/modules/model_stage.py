@@ -76,8 +76,8 @@ options:
   manifest_cache:
     description:
       - File of the cached manifest.
-      - Default V(<source>/.llmops-manifest.json) where the source directory is writable, else
-        V(<manifest_cache_dir>/<hash of the source path>.json).
+      - Default V(<source>/.llmops-manifest.json) where the source directory is writable, else (also where
+        writing there fails) V(<manifest_cache_dir>/<hash of the source path>.json); both are read.
     type: path
   manifest_cache_dir:
     description: Directory of cached manifests for sources that are not writable.
@@ -260,10 +260,13 @@ def get_manifest(module, result):
     if not os.path.isdir(params['source']):
         raise _stage.StageError('the source %s is not a directory on this host' % params['source'])
     cache = params['manifest_cache'] or _stage.default_cache_path(params['source'], params['manifest_cache_dir'])
-    manifest, built = _stage.load_or_build(params['source'], cache, refresh=params['refresh_manifest'],
-                                           exclude=params['exclude'], write=not module.check_mode)
+    fallback = None if params['manifest_cache'] else _stage.cache_dir_path(params['source'],
+                                                                          params['manifest_cache_dir'])
+    manifest, built, cached_in = _stage.load_or_build(params['source'], cache, refresh=params['refresh_manifest'],
+                                                      exclude=params['exclude'], write=not module.check_mode,
+                                                      fallback_path=fallback)
     result['manifest_built'] = built
-    result['manifest_cache'] = cache
+    result['manifest_cache'] = cached_in or cache
     return manifest
 
 

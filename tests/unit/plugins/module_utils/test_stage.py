@@ -52,10 +52,10 @@ def test_fingerprint_follows_content_not_mtime(ckpt):
 def test_manifest_is_cached_and_not_rebuilt(ckpt, tmp_path):
     cache = _stage.default_cache_path(str(ckpt), str(tmp_path / 'cache'))
     assert cache == str(ckpt / _stage.MANIFEST_NAME)
-    first, built = _stage.load_or_build(str(ckpt), cache)
-    assert built and os.path.exists(cache)
-    second, built = _stage.load_or_build(str(ckpt), cache)
-    assert not built and second == first
+    first, built, where = _stage.load_or_build(str(ckpt), cache)
+    assert built and where == cache and os.path.exists(cache)
+    second, built, where = _stage.load_or_build(str(ckpt), cache)
+    assert not built and second == first and where == cache
     # the manifest itself is never part of the checkpoint
     assert _stage.MANIFEST_NAME not in [f['path'] for f in _stage.build_manifest(str(ckpt))['files']]
 
@@ -64,6 +64,23 @@ def test_read_only_source_caches_in_the_cache_dir(ckpt, tmp_path, monkeypatch):
     monkeypatch.setattr(os, 'access', lambda path, mode: False)
     cache = _stage.default_cache_path(str(ckpt), str(tmp_path / 'cache'))
     assert cache.startswith(str(tmp_path / 'cache') + '/')
+
+
+def test_a_source_that_refuses_the_write_caches_in_the_cache_dir(ckpt, tmp_path, monkeypatch):
+    beside = str(ckpt / _stage.MANIFEST_NAME)
+    fallback = _stage.cache_dir_path(str(ckpt), str(tmp_path / 'cache'))
+    real = _stage.write_json_atomically
+
+    def refuse_beside(path, data, mode=0o644):
+        if path == beside:
+            raise PermissionError(13, 'Permission denied', path)
+        return real(path, data, mode)
+
+    monkeypatch.setattr(_stage, 'write_json_atomically', refuse_beside)
+    first, built, where = _stage.load_or_build(str(ckpt), beside, fallback_path=fallback)
+    assert built and where == fallback and not os.path.exists(beside)
+    again, built, where = _stage.load_or_build(str(ckpt), beside, fallback_path=fallback)
+    assert not built and where == fallback and again == first
 
 
 @pytest.mark.parametrize('tamper', ['fingerprint', 'path', 'sha'])
@@ -224,9 +241,12 @@ def test_prune_keeps_copies_a_launch_file_names(ckpt, tmp_path):
     removable, in_use = _stage.prune_candidates(str(root), 'm', [str(current)], [str(etc), str(tmp_path / 'none')])
     assert sorted(removable) == sorted([str(old_unused), str(partial)])
     assert in_use == {str(old_in_use): [str(etc / 'sglang-main.sh')]}
+    (root / '.lock-m-bbbbbbbbbbbb').write_text('')
+    (root / '.lock-m-eeeeeeeeeeee').write_text('')
     for path in removable:
         _stage.remove_tree(path)
-    assert sorted(os.listdir(str(root))) == ['m-aaaaaaaaaaaa', 'm-eeeeeeeeeeee', 'other-dddddddddddd']
+    assert sorted(os.listdir(str(root))) == ['.lock-m-eeeeeeeeeeee', 'm-aaaaaaaaaaaa', 'm-eeeeeeeeeeee',
+                                             'other-dddddddddddd']
 
 
 def test_warm_reads_within_the_budget(ckpt):

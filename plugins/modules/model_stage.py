@@ -260,8 +260,9 @@ def get_manifest(module, result):
     if not os.path.isdir(params['source']):
         raise _stage.StageError('the source %s is not a directory on this host' % params['source'])
     cache = params['manifest_cache'] or _stage.default_cache_path(params['source'], params['manifest_cache_dir'])
-    fallback = None if params['manifest_cache'] else _stage.cache_dir_path(params['source'],
-                                                                          params['manifest_cache_dir'])
+    fallback = None
+    if not params['manifest_cache']:
+        fallback = _stage.cache_dir_path(params['source'], params['manifest_cache_dir'])
     manifest, built, cached_in = _stage.load_or_build(params['source'], cache, refresh=params['refresh_manifest'],
                                                       exclude=params['exclude'], write=not module.check_mode,
                                                       fallback_path=fallback)

@@ -52,7 +52,7 @@ def write_checkpoint(directory, shards, shard_bytes):
 
 
 def evict(directory):
-    for root, _, files in os.walk(directory):
+    for root, dummy, files in os.walk(directory):
         for name in files:
             fd = os.open(os.path.join(root, name), os.O_RDONLY)
             try:
@@ -69,7 +69,7 @@ def timed(func):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--dir')
     parser.add_argument('--shards', type=int, default=4)
     parser.add_argument('--shard-mib', type=int, default=128)

@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args
 from ansible_collections.llmops.serving.tests.releases import releases
 
-KNOWN_FLAGS = [flag for _, flags in _sglang_args.WEIGHT_LOADING_FLAGS_SINCE for flag in flags]
+KNOWN_FLAGS = [flag for dummy, flags in _sglang_args.WEIGHT_LOADING_FLAGS_SINCE for flag in flags]
 
 
 def _options(version):

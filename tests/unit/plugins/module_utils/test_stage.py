@@ -171,7 +171,7 @@ def test_throttle_keeps_the_average_rate():
         now[0] += seconds
 
     throttle = _stage.Throttle(1000, clock=lambda: now[0], sleep=sleep)
-    for _ in range(10):
+    for dummy in range(10):
         throttle.account(500)
     assert now[0] == pytest.approx(5.0)
     assert _stage.Throttle(0).account(10 ** 12) is None
@@ -250,7 +250,7 @@ def test_prune_keeps_copies_a_launch_file_names(ckpt, tmp_path):
 
 
 def test_warm_reads_within_the_budget(ckpt):
-    total = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(str(ckpt)) for f in fs
+    total = sum(os.path.getsize(os.path.join(r, f)) for r, dummy, fs in os.walk(str(ckpt)) for f in fs
                 if '.git' not in r)
     everything = _stage.warm([str(ckpt)], budget=10 ** 12, exclude=['.git'])
     assert everything['bytes'] == total and everything['skipped_files'] == 0

@@ -386,7 +386,8 @@ def stage(source, dest_root, name, manifest, bwlimit=0, reserve_bytes=0, check_m
           lock_timeout=None, chunk=CHUNK, progress=None):
     """Make ``dest_root/<name>-<fingerprint>`` a complete copy of ``source`` as ``manifest`` describes it.
 
-    Returns a dict: path, changed, state_before (absent, partial, complete, damaged), files_copied,
+    Returns a dict: path, changed, state_before (absent, partial, complete, modified: complete once and changed
+    on the host since, listed in ``modified`` and left alone), files_copied,
     bytes_copied, seconds, bytes_per_second, free_bytes. Refuses (StageError) before writing anything
     when the source disagrees with the manifest or the disk has too little space."""
     validate_manifest(manifest)
@@ -401,8 +402,12 @@ def stage(source, dest_root, name, manifest, bwlimit=0, reserve_bytes=0, check_m
         result['free_bytes'] = free_bytes(dest_root)
         return result
     if state == 'damaged':
-        raise StageError('%s exists but is not a complete copy: %s. Remove it to stage it again.'
-                         % (dest, '; '.join(problems[:10])))
+        # A staged directory only ever gets its name complete: what differs now was changed on the host
+        # afterwards (the drafter role fixing a drafter's header or config.json in place). It is left alone.
+        result['state_before'] = 'modified'
+        result['modified'] = problems
+        result['free_bytes'] = free_bytes(dest_root)
+        return result
     problems = source_problems(source, manifest, manifest.get('exclude') or ())
     if problems:
         raise StageError('the source %s no longer matches its manifest (fingerprint %s): %s. If it was updated '

@@ -29,7 +29,8 @@ description:
     refused by name and nothing of it is staged. Missing files, other sizes and new files are refused before
     anything is written.
   - The free space of O(dest_root) is checked before the first byte is written.
-  - A rerun when the copy is complete reads only the sizes of the staged files and reports no change.
+  - A rerun when the copy is complete reads only the sizes of the staged files and reports no change. A staged copy
+    changed on the host afterwards (the drafter role fixing a drafter in place) is left as it is, with a warning.
   - O(prune=true) removes the other copies of the same O(name) (and left-over partial directories) that no
     file under O(prune_protect) names (the servers' launch files, the last good records). Nothing is pruned
     unless asked.
@@ -165,7 +166,9 @@ fingerprint:
   type: str
   sample: 3f9a0c1b22de
 state_before:
-  description: V(absent), V(partial) (an interrupted copy is finished), V(complete).
+  description: V(absent), V(partial) (an interrupted copy is finished), V(complete), V(modified) (complete once,
+    changed on the host since, for example a drafter fixed in place by P(llmops.serving.drafter#role); left alone,
+    with a warning, see RV(modified)).
   returned: state=present
   type: str
   sample: absent
@@ -217,6 +220,12 @@ manifest_cache:
   description: File of the cached manifest.
   returned: when the manifest was not given
   type: str
+modified:
+  description: Files of the staged copy that differ in size from the manifest (changed on the host after staging).
+  returned: when state_before is V(modified)
+  type: list
+  elements: str
+  sample: ['config.json: 45 bytes, 39 expected']
 pruned:
   description: Copies removed (would be removed, in check mode).
   returned: state=present
@@ -290,6 +299,9 @@ def main():
                               bwlimit=params['bwlimit'], reserve_bytes=params['reserve_bytes'],
                               check_mode=module.check_mode, lock_timeout=params['lock_timeout'])
         result.update(staged)
+        if staged.get('modified'):
+            module.warn('%s was changed on this host after it was staged (left as it is): %s'
+                        % (staged['path'], '; '.join(staged['modified'][:10])))
         result['pruned'] = []
         result['in_use'] = {}
         if params['prune']:

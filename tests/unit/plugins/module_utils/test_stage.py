@@ -214,14 +214,18 @@ def test_a_copy_killed_half_way_leaves_no_usable_directory_and_the_rerun_finishe
     assert not [n for n in os.listdir(dest) if n.endswith('.part')]
 
 
-def test_a_damaged_staged_copy_is_refused(ckpt, tmp_path):
+def test_a_staged_copy_changed_on_the_host_is_reported_and_left_alone(ckpt, tmp_path):
     manifest = _stage.build_manifest(str(ckpt))
     root = str(tmp_path / 'models')
     dest = _stage.stage(str(ckpt), root, 'm', manifest)['path']
-    os.truncate(os.path.join(dest, 'config.json'), 1)
-    with pytest.raises(_stage.StageError) as err:
-        _stage.stage(str(ckpt), root, 'm', manifest)
-    assert 'config.json: 1 bytes' in str(err.value)
+    # the drafter role fixing config.json's architectures in place changes its size
+    with open(os.path.join(dest, 'config.json'), 'w') as handle:
+        handle.write('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    again = _stage.stage(str(ckpt), root, 'm', manifest)
+    assert not again['changed'] and again['state_before'] == 'modified'
+    assert again['modified'] == ['config.json: 45 bytes, 39 expected']
+    with open(os.path.join(dest, 'config.json')) as handle:
+        assert 'Eagle3' in handle.read()
 
 
 def test_prune_keeps_copies_a_launch_file_names(ckpt, tmp_path):

@@ -83,6 +83,19 @@ def test_stage_three_hosts_rerun_and_corruption(clean_fleet, run_playbook, sourc
     assert all(again.changed(h) == 0 and again.recap[h]['failed'] == 0 for h in HOSTS), again.stdout
     assert '0 of 4 files copied' in again.stdout
 
+    # A separate run finds the copies, warms them and creates the JIT cache directory.
+    drafter_manifest = json.loads((drafter / '.llmops-manifest.json').read_text())
+    warm = run_playbook('model_stage_warm.yml', expect_rc=0, extra_vars={
+        'model_stage_models': [{'name': 'target', 'source': str(target)}, {'name': 'drafter', 'source': str(drafter)}],
+        'model_stage_dest_root': DEST, 'model_stage_jit_cache_dir': '/srv/llmops-jit', 'model_stage_jit_cache_owner': 'root'})
+    total = manifest['bytes'] + drafter_manifest['bytes']
+    for host in HOSTS:
+        report = json.loads(fleet.ssh(host, 'cat /srv/llmops-stage-report.json').stdout)
+        assert report['paths'] == {'target': staged, 'drafter': '%s/drafter-%s' % (DEST, drafter_manifest['fingerprint'])}
+        assert report['warm_bytes'] == total, (host, report, warm.stdout)
+        assert report['jit']['TRITON_CACHE_DIR'] == '/srv/llmops-jit/triton'
+        assert fleet.ssh(host, 'test -d /srv/llmops-jit/torchinductor', check=False).returncode == 0
+
     # One byte changed at the source after the manifest was made, size kept: refused by name.
     shard = target / 'model-00002-of-00002.safetensors'
     data = bytearray(shard.read_bytes())

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
+import time
 
 import pytest
 
@@ -51,6 +53,15 @@ def stage(run_playbook, target, drafter, dest=DEST, limit=None, check=False, dif
                         expect_rc=expect_rc)
 
 
+# A staging run started on a host by hand, slowed down so that it can be killed half-way.
+SLOW_STAGE = (
+    "import json, sys; sys.path.insert(0, %r); "
+    "from ansible_collections.llmops.serving.plugins.module_utils import _stage; "
+    "m = json.load(open(sys.argv[1])); "
+    "_stage.stage(sys.argv[2], sys.argv[3], 'target', m, bwlimit=1024 * 1024, chunk=64 * 1024)"
+) % os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), '.collections')
+
+
 def sha256(path):
     with open(path, 'rb') as handle:
         return hashlib.sha256(handle.read()).hexdigest()
@@ -82,6 +93,31 @@ def test_stage_three_hosts_rerun_and_corruption(clean_fleet, run_playbook, sourc
     again = stage(run_playbook, target, drafter)
     assert all(again.changed(h) == 0 and again.recap[h]['failed'] == 0 for h in HOSTS), again.stdout
     assert '0 of 4 files copied' in again.stdout
+
+    # kill -9 half-way through a copy on ns1: no directory with the staged name; the next run finishes it.
+    killed_root = '/srv/llmops-models-killed'
+    started = fleet.ssh('ns1', "nohup /usr/bin/python3 -c %s %s %s %s >/dev/null 2>&1 & echo $!" % (
+        shlex.quote(SLOW_STAGE), target / '.llmops-manifest.json', target, killed_root)).stdout.split()[-1]
+    partial = '%s/.partial-target-%s' % (killed_root, manifest['fingerprint'])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        names = fleet.ssh('ns1', 'ls -A %s 2>/dev/null || true' % partial).stdout.split()
+        if any(n.endswith('.safetensors') for n in names) and any(n.endswith('.part') for n in names):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError('the slowed copy on ns1 never got half-way: %s' % names)
+    fleet.ssh('ns1', 'kill -9 %d' % int(started))
+    left = fleet.ssh('ns1', 'ls -A %s' % killed_root).stdout.split()
+    assert 'target-%s' % manifest['fingerprint'] not in left and '.partial-target-%s' % manifest['fingerprint'] in left
+    resumed = stage(run_playbook, target, drafter, dest=killed_root, limit='ns1')
+    assert resumed.changed('ns1') >= 1, resumed.stdout
+    assert fleet.ssh('ns1', 'ls -A %s' % killed_root).stdout.split().count('target-%s' % manifest['fingerprint']) == 1
+    assert fleet.ssh('ns1', 'test -e %s' % partial, check=False).returncode != 0
+    out = fleet.ssh('ns1', 'cd %s/target-%s && sha256sum $(find . -type f ! -name .llmops-manifest.json | sort)'
+                    % (killed_root, manifest['fingerprint'])).stdout
+    for entry in manifest['files']:
+        assert '%s  ./%s' % (entry['sha256'], entry['path']) in out, out
 
     # A separate run finds the copies, warms them and creates the JIT cache directory.
     drafter_manifest = json.loads((drafter / '.llmops-manifest.json').read_text())

@@ -4,9 +4,11 @@
 that every host sees (this machine's /tmp, like a shared mount), copies into each host's private /srv.
 
 Check mode writes nothing; the first run stages target and drafter on all three hosts (at most two
-reading the source at once, a rate cap), each file verified; the rerun copies nothing (changed=0); a byte
-changed at the source after the manifest is refused by name and nothing is staged. (A copy killed with
-SIGKILL half-way is tested in tests/unit/plugins/module_utils/test_stage.py.)
+reading the source at once, a rate cap), each file verified; the rerun copies nothing (changed=0); a copy
+on ns1 killed with SIGKILL half-way leaves no directory with the staged name and the next run finishes it;
+a separate run finds the copies (paths), warms them around a stand-in drain (warm_begin, warm_end) and
+creates the JIT cache directory; a byte changed at the source after the manifest is refused by name and
+nothing is staged.
 """
 
 from __future__ import annotations

@@ -811,3 +811,65 @@ def launch_command(python, argv, engine='sglang', shim=None):
     module = SERVER_MODULES[engine]
     head = [python, shim, module] if shim else [python, '-m', module]
     return head + list(argv)
+
+
+# How each release loads weights (tests/releases/fixtures/sglang-<version>.json, the real argparse
+# table of every release 0.5.11 ... 0.5.23; tied to every fixture by tests/unit/plugins/module_utils/
+# test_sglang_weight_loading.py). --load-format choices, each with the first checked release that has it:
+LOAD_FORMATS_SINCE = (
+    ((0, 5, 11), ('auto', 'pt', 'safetensors', 'npcache', 'dummy', 'sharded_state', 'gguf', 'bitsandbytes',
+                  'mistral', 'layered', 'flash_rl', 'remote', 'remote_instance', 'fastsafetensors', 'private',
+                  'runai_streamer')),
+    ((0, 5, 17), ('presharded',)),
+    ((0, 5, 19), ('expert_pack',)),
+    ((0, 5, 22), ('instanttensor',)),
+)
+# Weight-loading flags with the first checked release that has them (0.5.12.post1 is the first recorded
+# 0.5.12). --weight-cache-mode takes {off, daemon, client} (default off) from 0.5.17.
+WEIGHT_LOADING_FLAGS_SINCE = (
+    ((0, 5, 11), ('--weight-loader-disable-mmap', '--weight-loader-prefetch-checkpoints',
+                  '--weight-loader-prefetch-num-threads', '--model-loader-extra-config')),
+    ((0, 5, 12), ('--weight-loader-drop-cache-after-load',)),
+    ((0, 5, 17), ('--weight-cache-mode', '--weight-cache-socket', '--weight-cache-timeout')),
+)
+WEIGHT_CACHE_MODES = ('off', 'daemon', 'client')
+
+
+def _since_label(since):
+    return '.'.join(str(part) for part in since)
+
+
+def weight_loading(version):
+    """What this release offers to load weights: ``{load_formats, flags, weight_cache_modes}`` (lists;
+    ``weight_cache_modes`` empty where there is no ``--weight-cache-mode``). None for a version older
+    than the checked ones or unknown."""
+    parsed = _version(version)
+    if parsed is None or parsed < OLDEST_CHECKED:
+        return None
+    formats = [name for since, names in LOAD_FORMATS_SINCE if parsed >= since for name in names]
+    flags = [flag for since, names in WEIGHT_LOADING_FLAGS_SINCE if parsed >= since for flag in names]
+    return {
+        'load_formats': formats,
+        'flags': flags,
+        'weight_cache_modes': list(WEIGHT_CACHE_MODES) if '--weight-cache-mode' in flags else [],
+    }
+
+
+def weight_loading_problems(version, load_format=None, flags=()):
+    """Why ``--load-format load_format`` and ``flags`` would not work on this release, one message each
+    naming the first release that has it (empty: fine, or a version this table does not know)."""
+    offered = weight_loading(version)
+    if offered is None:
+        return []
+    problems = []
+    if load_format and load_format not in offered['load_formats']:
+        since = [s for s, names in LOAD_FORMATS_SINCE if load_format in names]
+        problems.append('--load-format %s needs SGLang %s or newer (this is %s)' % (
+            load_format, _since_label(since[0]), version) if since
+            else '--load-format %s is no choice of any checked SGLang release' % load_format)
+    for flag in flags:
+        if flag not in offered['flags']:
+            since = [s for s, names in WEIGHT_LOADING_FLAGS_SINCE if flag in names]
+            problems.append('%s needs SGLang %s or newer (this is %s)' % (flag, _since_label(since[0]), version)
+                            if since else '%s is not a weight-loading flag this collection knows' % flag)
+    return problems

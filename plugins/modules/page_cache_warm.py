@@ -1,0 +1,152 @@
+#!/usr/bin/python
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: page_cache_warm
+short_description: Read a model's weights and the engine's files into the page cache before a restart
+version_added: 1.0.0
+author: llmops.serving maintainers (@llmops)
+description:
+  - Reads the files under O(paths) (a staged checkpoint, the drafter, the engine's virtualenv) into the page
+    cache, so that the server's next start loads its weights and imports its libraries from memory.
+  - Each file is first announced with C(posix_fadvise(WILLNEED)) and then, with O(method=read), read
+    sequentially to its end, so that the task returns when the files are cached; O(method=willneed) returns at
+    once and lets the kernel read in the background.
+  - The bytes read are bounded by O(memory_fraction) of C(MemAvailable) in C(/proc/meminfo) at the start (and by
+    O(max_bytes) where given); files that would go over the bound are skipped and counted in RV(skipped_bytes),
+    so warming never pushes the running server's memory out.
+  - Run it while the server is being drained, before it stops, so that the reading overlaps the drain instead of
+    adding to the restart. Page cache is not changed state, so the task never reports a change.
+extends_documentation_fragment:
+  - llmops.serving.attributes
+  - llmops.serving.attributes.info_module
+options:
+  paths:
+    description: Files or directories to read; directories are walked (symbolic links followed), each file read once.
+    type: list
+    elements: path
+    required: true
+  method:
+    description: V(read) reads every byte (returns when cached); V(willneed) only asks the kernel to read ahead.
+    type: str
+    choices: [read, willneed]
+    default: read
+  memory_fraction:
+    description: Part of C(MemAvailable) that may be filled (0 to 1).
+    type: float
+    default: 0.8
+  max_bytes:
+    description: Upper bound of the bytes read, on top of O(memory_fraction); V(0) for none.
+    type: int
+    default: 0
+  exclude:
+    description: Patterns (fnmatch on the relative path and each of its parts) of files not to read.
+    type: list
+    elements: str
+    default: ['.git', '__pycache__', '*.pyc']
+seealso:
+  - module: llmops.serving.model_stage
+'''
+
+EXAMPLES = r'''
+- name: Warm the staged model and the engine while the server drains
+  llmops.serving.page_cache_warm:
+    paths:
+      - /var/lib/llmops/models/kimi-k2.5-int4-3f9a0c1b22de
+      - /var/lib/llmops/models/kimi-eagle3-0be2d4a1c9f0
+      - /opt/llmops/sglang-venv
+  register: warm
+
+- name: Report
+  ansible.builtin.debug:
+    msg: "{{ warm.bytes }} bytes in {{ warm.seconds }} s"
+'''
+
+RETURN = r'''
+files:
+  description: Files read (or announced with V(willneed)).
+  returned: always
+  type: int
+  sample: 66
+bytes:
+  description: Bytes read (or announced).
+  returned: always
+  type: int
+  sample: 16060000000
+seconds:
+  description: Time it took.
+  returned: always
+  type: float
+  sample: 9.8
+bytes_per_second:
+  description: Throughput of the reading; null when nothing was read.
+  returned: always
+  type: int
+  sample: 1630000000
+budget_bytes:
+  description: The bound that applied (from C(MemAvailable), O(memory_fraction), O(max_bytes)).
+  returned: always
+  type: int
+  sample: 1200000000000
+mem_available:
+  description: C(MemAvailable) at the start, in bytes.
+  returned: always
+  type: int
+  sample: 1500000000000
+skipped_files:
+  description: Files left out because they did not fit in the bound.
+  returned: always
+  type: int
+  sample: 0
+skipped_bytes:
+  description: Their size.
+  returned: always
+  type: int
+  sample: 0
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.serving.plugins.module_utils import _stage
+
+ARGUMENT_SPEC = dict(
+    paths=dict(type='list', elements='path', required=True),
+    method=dict(type='str', choices=['read', 'willneed'], default='read'),
+    memory_fraction=dict(type='float', default=0.8),
+    max_bytes=dict(type='int', default=0),
+    exclude=dict(type='list', elements='str', default=['.git', '__pycache__', '*.pyc']),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    if not 0 < params['memory_fraction'] <= 1:
+        module.fail_json(msg='memory_fraction must be above 0 and at most 1, not %s' % params['memory_fraction'])
+    try:
+        available = _stage.mem_available()
+        budget = int(available * params['memory_fraction'])
+        if params['max_bytes'] > 0:
+            budget = min(budget, params['max_bytes'])
+        if module.check_mode:
+            result = dict(files=0, bytes=0, seconds=0.0, skipped_files=0, skipped_bytes=0)
+            _stage.warm_files(params['paths'], params['exclude'])
+        else:
+            result = _stage.warm(params['paths'], budget, method=params['method'], exclude=params['exclude'])
+    except _stage.StageError as exc:
+        module.fail_json(msg=str(exc))
+    except OSError as exc:
+        module.fail_json(msg='%s: %s' % (getattr(exc, 'filename', '') or 'page cache', exc.strerror or exc))
+    if result['skipped_files']:
+        module.warn('%d files (%d bytes) were not read: they did not fit in %d bytes (%s of MemAvailable %d)'
+                    % (result['skipped_files'], result['skipped_bytes'], budget, params['memory_fraction'], available))
+    result['bytes_per_second'] = int(result['bytes'] / result['seconds']) if result['seconds'] > 0 else None
+    module.exit_json(changed=False, budget_bytes=budget, mem_available=available, **result)
+
+
+if __name__ == '__main__':
+    main()

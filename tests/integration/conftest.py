@@ -216,7 +216,8 @@ def clean_fleet(fleet):
 @pytest.fixture
 def run_playbook(request):
     """Return ``run(playbook, *, inventory=None, limit=None, extra_vars=None, check=False,
-    diff=False, verbosity=0, env=None, expect_rc=None, timeout=900) -> AnsibleResult``.
+    diff=False, verbosity=0, env=None, expect_rc=None, timeout=900, tags=None) -> AnsibleResult``
+    (``tags``: the value of ``--tags``).
 
     ``playbook``: absolute, relative to the repository root (``playbooks/deploy.yml``) or a
     file in tests/integration/playbooks. ``inventory`` defaults to the fleet's (the fleet then
@@ -225,12 +226,14 @@ def run_playbook(request):
     not None, an rc other than it raises AssertionError showing the output's tail.
     """
     def run(playbook, *, inventory=None, limit=None, extra_vars=None, check=False, diff=False, verbosity=0,
-            env=None, expect_rc=None, timeout=900):
+            env=None, expect_rc=None, timeout=900, tags=None):
         if inventory is None:
             inventory = request.getfixturevalue('fleet').inventory
         argv = [_tool('ansible-playbook'), '-i', inventory, _resolve_playbook(playbook)]
         if limit:
             argv += ['--limit', limit]
+        if tags:
+            argv += ['--tags', tags]
         if check:
             argv.append('--check')
         if diff:

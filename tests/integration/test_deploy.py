@@ -253,6 +253,20 @@ def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
     assert '--speculative-num-draft-tokens 16' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-main.sh').stdout
 
 
+def test_tags_plan_changes_nothing(deployed, run_playbook):
+    """--tags plan plans a depth change (and runs the fleet checks) but stops, writes and records
+    nothing (roles/deploy/README.md, "Tags")."""
+    fleet = deployed[0]
+    before = server_pids(fleet)
+    planned = run_playbook('playbooks/deploy.yml', tags='plan', expect_rc=0,
+                           extra_vars=deploy_vars(sglang_server_speculative_depth=6))
+    assert 'TASK [Plan the server]' in planned.stdout and 'Check the fleet as a whole' in planned.stdout
+    assert all(planned.changed(host) == 0 for host in ALL), changed_tasks(planned)
+    assert 'Stop our previous server' not in planned.stdout and 'Start the server' not in planned.stdout
+    assert server_pids(fleet) == before
+    assert '--speculative-num-draft-tokens 16' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-main.sh').stdout
+
+
 def test_shell_metacharacters_stay_one_argument(deployed, run_playbook):
     fleet = deployed[0]
     nasty = 'tiny "llama"; touch /tmp/pwned $(touch /tmp/pwned2) `id` %n'

@@ -138,7 +138,7 @@ def test_without_rollback_the_host_is_left_as_it_failed_then_rolled_back_by_hand
     assert 'rolled_back' not in flat(result)
     assert 'SGLANG_SIM_FAULT="crash:load"' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-rb.env').stdout
     by_hand = run_playbook_here('playbooks/rollback.yml', limit='ns1', expect_rc=0, extra_vars=rb_vars())
-    assert re.search(r'ns1: rolled_back, pid \d+, depth 16', flat(by_hand)), by_hand.stdout[-3000:]
+    assert re.search(r'ns1: rolled_back to record [0-9a-f]+, pid \d+, sglang [0-9a-z.]+, depth 16', flat(by_hand)), by_hand.stdout[-3000:]
     assert 'SGLANG_SIM_FAULT' not in fleet.ssh('ns1', 'cat /etc/llmops/sglang-rb.env').stdout
     assert scripts(fleet)['ns1'] == before_scripts['ns1']
 

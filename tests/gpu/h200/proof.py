@@ -839,7 +839,8 @@ class Proof:
         pids = {}
         for host, path in self.g_pidfiles().items():
             try:
-                pids[host] = json.loads(path.read_text())['pid']
+                data = json.loads(path.read_text())
+                pids[host] = data['pid'] if isinstance(data, dict) else int(data)
             except (OSError, ValueError, KeyError, TypeError):
                 pids[host] = None
         return pids
@@ -912,7 +913,7 @@ class Proof:
         found = {}
         for text in texts:
             for host, seconds, source, reads in DRAIN_LINE.findall(' '.join(text.split())):
-                found.setdefault(host.strip('"'), (float(seconds), source, int(reads)))
+                found.setdefault(host.strip('"\''), (float(seconds), source, int(reads)))
         return found
 
     def g_rollout(self, step, extra, limit=None):
@@ -932,7 +933,7 @@ class Proof:
         step.figures['rollout'] = row
         step.check('clients warmed up through the router before the deploy', warm, 'sent %d' % load.sent)
         step.check('clients went on after the deploy', after, 'sent %d' % load.sent)
-        (step.folder / 'requests.jsonl').write_text(''.join(json.dumps(sample) + '\\n' for sample in load.samples))
+        (step.folder / 'requests.jsonl').write_text(''.join(json.dumps(sample) + '\n' for sample in load.samples))
         self.g_keep_logs(step)
         return run, row, drains
 

@@ -935,7 +935,10 @@ class Proof:
         step.figures['rollout'] = row
         step.check('clients warmed up through the router before the deploy', warm, 'sent %d' % load.sent)
         step.check('clients went on after the deploy', after, 'sent %d' % load.sent)
-        (step.folder / 'requests.jsonl').write_text(''.join(json.dumps(sample) + '\n' for sample in load.samples))
+        # Every request that was not ok, and those of the rollout, at most 20000 lines (the device's are unpaced).
+        lo, hi = begin - load.origin, end - load.origin
+        kept = [x for x in load.samples if x['outcome'] != 'ok' or lo <= x['start'] <= hi][:20000]
+        (step.folder / 'requests.jsonl').write_text(''.join(json.dumps(sample) + '\n' for sample in kept))
         self.g_keep_logs(step)
         return run, row, drains
 

@@ -974,11 +974,17 @@ class Proof:
         self.g_keep_logs(step)
 
     def g_router_venv(self):
-        """sglang_router_venv made here where the base python has no ensurepip (Debian's python3
+        """sglang_router_venv made here where ``python3 -m venv`` cannot make one with pip (Debian's python3
         without python3-venv): a venv without pip, then pip from the router's wheelhouse into it."""
         base = self.env['LLMOPS_PROOF_ROUTER_PYTHON']
         venv = self.work / 'router-venv'
-        if (venv / 'bin' / 'pip').exists() or self.command([base, '-c', 'import ensurepip'])[0] == 0:
+        if (venv / 'bin' / 'pip').exists():
+            return 'venv already there'
+        probe = self.work / 'venv-probe'
+        rc, out = self.command([base, '-m', 'venv', '--clear', str(probe)], timeout=120)
+        works = rc == 0 and (probe / 'bin' / 'pip').exists()
+        shutil.rmtree(probe, ignore_errors=True)
+        if works:
             return 'venv by the role (%s -m venv)' % base
         wheels = sorted(Path(self.env['LLMOPS_PROOF_ROUTER_WHEELS']).glob('pip-*.whl'))
         if not wheels:

@@ -34,5 +34,5 @@ for f in .whl/parts/part-*; do
   n=$((n + 1))
 done
 echo "$n" > .whl/parts/COUNT
-(cd "$dl" && sha256sum -- *.whl $([ -d router ] && echo router/*.whl)) > .whl/parts/SHA256SUMS
+(cd "$dl" && shopt -s nullglob && sha256sum -- *.whl router/*.whl) > .whl/parts/SHA256SUMS
 echo "$(du -sh "$dl" | cut -f1) of wheels in $n parts of ${part_mib} MiB under .whl/parts/"

@@ -3,8 +3,10 @@
 # real SGLang needs beside the GPU machine's torch 2.11.0+cu130 (Python 3.12), plus
 # ansible-core, and cuts them into parts small enough for one device call each (the device
 # tool carries at most 64 MiB per call, working tree included).
-#   tests/gpu/pack_wheels.sh [LIST]   LIST: tests/gpu/wheels-sglang-0.5.15.post1.txt (default)
-#                                     or tests/gpu/wheels-sglang-0.5.11.txt (phase d)
+#   tests/gpu/pack_wheels.sh [LIST [ROUTER_LIST]]
+#       LIST: tests/gpu/wheels-sglang-0.5.15.post1.txt (default) or tests/gpu/wheels-sglang-0.5.11.txt (phase d)
+#       ROUTER_LIST: tests/gpu/wheels-router-0.3.2.txt (phase g): downloaded into the folder router/ of
+#       the shipped wheels, which device_step.sh install does not install (the router role's wheelhouse)
 # Output: .whl/parts/N/part (one folder per call, named in `carry`), .whl/parts/COUNT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,6 +20,12 @@ for p in manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_24_x86_64 manyli
          manylinux1_x86_64 linux_x86_64 any; do platforms+=(--platform "$p"); done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   "${platforms[@]}" -d "$dl" -r "$list"
+router_list=${2:-}
+rm -rf "$dl/router"
+if [ -n "$router_list" ]; then
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    "${platforms[@]}" -d "$dl/router" -r "$router_list"
+fi
 rm -rf .whl/parts && mkdir -p .whl/parts
 tar -C "$dl" -cf - . | split -b "${part_mib}M" -d -a 2 - .whl/parts/part-
 n=0
@@ -26,5 +34,5 @@ for f in .whl/parts/part-*; do
   n=$((n + 1))
 done
 echo "$n" > .whl/parts/COUNT
-(cd "$dl" && sha256sum -- *.whl) > .whl/parts/SHA256SUMS
+(cd "$dl" && shopt -s nullglob && sha256sum -- *.whl router/*.whl) > .whl/parts/SHA256SUMS
 echo "$(du -sh "$dl" | cut -f1) of wheels in $n parts of ${part_mib} MiB under .whl/parts/"

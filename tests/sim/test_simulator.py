@@ -487,7 +487,7 @@ def test_killed_launcher_leaves_an_orphan_for_a_while(start_sim):
     ('no_state', {}, (), 'RuntimeError: No CUDA GPUs are available'),
     ('nvml_error', {}, (), 'Error 803: system has unsupported display driver / cuda driver combination'),
     ('busy1', {}, ('--tp-size', '2'), 'RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes.'),
-    ('busy0', {}, ('--mem-fraction-static', '0.5'), 'RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.'),
+    ('busy0', {}, ('--mem-fraction-static', '0.1'), 'RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.'),
     ('full0', {}, (), 'torch.OutOfMemoryError: CUDA out of memory.'),
     ('', {'CUDA_VISIBLE_DEVICES': '3'}, ('--tp-size', '2'), 'CUDA error: invalid device ordinal'),
     ('', {'SGLANG_SIM_FAULT': 'oom'}, (), 'torch.OutOfMemoryError: CUDA out of memory.'),
@@ -501,7 +501,7 @@ def test_startup_failures(start_sim, procs, nvstate, setup, env, flags, message)
     elif setup == 'nvml_error':
         nvstate.init('--fault', 'nvml_error')
     elif setup:
-        gpu, mib = {'busy1': ('1', 40000), 'busy0': ('0', 80000), 'full0': ('0', 142900)}[setup]
+        gpu, mib = {'busy1': ('1', 40000), 'busy0': ('0', 140000), 'full0': ('0', 142900)}[setup]
         holder = procs([sys.executable, os.path.join(SIM_DIR, 'nvsim.py'), 'hold', '--gpus', gpu, '--mib', str(mib)])
         wait_for(lambda: os.path.exists(os.path.join(nvstate.path, 'holders', '%d.json' % holder.pid)), what='holder')
     sim = start_sim(*flags, env=env, wait=False)

@@ -15,7 +15,13 @@ about 1, the floor fails the host), then with it (renamed to ``midlayer``, accep
 playbook output; status without the key says it was refused), the random drafter with
 rollback on (back on the good drafter; seconds from the failure to serving again), stop;
 ``f`` one server (depth 5) measured by llm_benchmark and by ``sglang.bench_serving`` on the
-same prompts at concurrency 1, 8 and 32 (bench_compare.py beside this file), stop.
+same prompts at concurrency 1, 8 and 32 (bench_compare.py beside this file), stop;
+``g`` two servers on the one GPU behind the real sglang-router 0.3.2 (inventory-g.yml), 8
+streaming clients through the router during each rollout: a depth change with the drain (one host
+per batch), the same without it (the router group pointed at no group), the random drafter on one
+host rolled back (back in the router, no failed request), stop of both servers and the router. On
+the device ``g`` is three calls (``g1``: models, start; ``g2``: both rollouts; ``g3``: rollback,
+stop): its servers and router stay up between them when no step failed.
 Every step is recorded PASS/FAIL/SKIP and the next one runs anyway; the server is always
 stopped before the driver exits. Standard library only.
 """
@@ -34,7 +40,10 @@ import struct
 import subprocess
 import sys
 import tarfile
+import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
@@ -51,16 +60,33 @@ PHASES = {
     'd': ['models', 'unfixed_0511', 'fixed_0511', 'stop'],
     'e': ['models', 'apikey', 'rollback', 'stop'],
     'f': ['models', 'bench_compare', 'stop'],
+    'g': ['models', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback', 'g_stop'],
+    # Phase g on the device, one call each (a server start there is 76-165 s): the servers and the router
+    # stay up from g1 to g2 and from g2 to g3 when every step of the call passed.
+    'g1': ['models', 'g_start'],
+    'g2': ['g_drain', 'g_nodrain'],
+    'g3': ['g_rollback', 'g_stop'],
 }
+# Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
+# rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
+STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200}
 STARTS_SERVER = {'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
-                 'apikey', 'rollback', 'bench_compare'}
+                 'apikey', 'rollback', 'bench_compare', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
-                'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420}
+                'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420,
+                'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_stop': 150}
 # bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
 COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
 OLD_SGLANG = '0.5.11'  # the last SGLang that loads only midlayer.* drafter names
+# Phase g: two servers (inventory-g.yml) and the router; ports on the device (free ones in the dry run).
+G_SERVERS = {'srv1': 'g1', 'srv2': 'g2'}  # inventory host -> sglang_server_name
+G_PORTS = {'SRV1': 30001, 'SRV2': 30002, 'ROUTER': 30080, 'ROUTER_METRICS': 29000}
+G_LOAD = {'clients': 8, 'pause_device': 0.0, 'pause_simulate': 0.1, 'warm_requests': 40, 'after_requests': 100}
+G_MIN_REQUESTS = 500  # the drained run must show at least this many (issue 35)
+G_DRAIN_MAX_S = 10.0  # a drain wait above this is the old gauge gate (about 30 s on the H200)
+DRAIN_LINE = re.compile(r'(\S+): idle ([0-9.]+) s after it left the router \((\S+), (\d+) reads\)')
 
 
 class Step:
@@ -144,6 +170,22 @@ class Proof:
             port = self.memo().get('port') or free_port()
             self.env['LLMOPS_PROOF_PORT'] = str(self.memo(port=port)['port'])
         self.engine_down = None  # set when a server never got ready: later starts are skipped
+        # Phase g: ports, the router's wheelhouse (the router list's wheels, kept apart by
+        # device_step.sh install) and the python its virtualenv is made from.
+        ports = dict(G_PORTS)
+        if simulate:
+            ports = self.memo().get('g_ports') or {name: free_port() for name in G_PORTS}
+            self.memo(g_ports=ports)
+            self.env['LLMOPS_PROOF_ROUTER_WHEELS'] = os.environ.get(
+                'LLMOPS_ROUTER_WHEELS', str(REPO / '.cache' / 'router-wheels'))
+            self.env['LLMOPS_PROOF_ROUTER_PYTHON'] = os.environ.get('LLMOPS_ROUTER_BASE_PYTHON', '/usr/bin/python3')
+        else:
+            self.env['LLMOPS_PROOF_ROUTER_WHEELS'] = str(self.state / 'wheels' / 'router')
+            self.env['LLMOPS_PROOF_ROUTER_PYTHON'] = sys.executable
+        for name, port in ports.items():
+            self.env['LLMOPS_PROOF_PORT_' + name] = str(port)
+        self.g_ports = ports
+        self.keep_running = False  # set by main() for the calls g1 and g2 when every step passed
 
     # ---------------------------------------------------------------- bookkeeping
     def left(self):
@@ -174,14 +216,17 @@ class Proof:
                 print('       failed check: %s: %s' % (check['check'], ' '.join(check['detail'].split())[-300:]), flush=True)
 
     # ---------------------------------------------------------------- running things
-    def playbook(self, step, playbook, extra=None, timeout=300, skip_tags=None, vars_files=(), tag=''):
+    def playbook(self, step, playbook, extra=None, timeout=300, skip_tags=None, vars_files=(), tag='',
+                 inventory='inventory.yml', limit=None):
         """ansible-playbook; ``extra`` goes on its command line, ``vars_files`` (secrets) only as @file;
         ``tag`` names the log and events files of a step's second and later playbook."""
         suffix = '-' + tag if tag else ''
         events_path = step.folder / ('events%s.jsonl' % suffix)
-        cmd = [self.ansible_python, '-c', ANSIBLE_MAIN, '-i', str(H200 / 'inventory.yml'), str(playbook)]
+        cmd = [self.ansible_python, '-c', ANSIBLE_MAIN, '-i', str(H200 / inventory), str(playbook)]
         if skip_tags:
             cmd += ['--skip-tags', skip_tags]
+        if limit:
+            cmd += ['--limit', limit]
         if self.simulate:
             cmd += ['-e', '@%s' % (H200 / 'simulate.yml')]
         for path in vars_files:
@@ -289,9 +334,14 @@ class Proof:
             if not (state / 'gpus.json').exists():
                 subprocess.run([sys.executable, str(REPO / 'tests' / 'sim' / 'nvsim.py'), 'init', '--count', '1'],
                                env=self.env, check=True, stdout=subprocess.DEVNULL)
-            for path in (self.models_python, self.ansible_python):
-                if not Path(path).exists():
-                    sys.exit('%s is missing: make venv, and tests/engines/install_vllm.sh for the model generator' % path)
+            if not Path(self.ansible_python).exists():
+                sys.exit('%s is missing: make venv' % self.ansible_python)
+            if not Path(self.models_python).exists():
+                # No engine venv (tests/engines/install_vllm.sh) here: the simulator needs only the files'
+                # names, shapes and metadata, which tests/sim/make_tiny_checkpoint.py writes with the stdlib.
+                print('%s is missing: the dry run writes stand-in models with tests/sim/make_tiny_checkpoint.py'
+                      % self.models_python, flush=True)
+                self.models_python = None
         elif not (self.site / '.installed').exists():
             sys.exit('%s is not installed: fresh machine? ship the wheel parts and run '
                      'tests/gpu/device_step.sh install first (tests/gpu/README.md)' % self.site)
@@ -327,7 +377,7 @@ class Proof:
         folder.mkdir(parents=True)
         step = Step(name, folder)
         start = time.monotonic()
-        if self.left() - RESERVE_S < 30:
+        if self.left() - RESERVE_S < max(30, STEP_MIN_S.get(name, 0)):
             step.outcome = 'SKIP'
             step.notes.append('not enough time left in this call; run it in the next one: h200_proof.sh %s' % name)
         elif name in STARTS_SERVER and self.engine_down:
@@ -345,8 +395,11 @@ class Proof:
 
     def step_models(self, step):
         manifest = self.models / 'manifest.json'
-        rc, out = self.command([self.models_python, str(H200 / 'make_models.py'), str(self.models)],
-                               env=self.models_env, timeout=STEP_TIMEOUT['models'])
+        if self.models_python is None:
+            rc, out = self.stand_in_models()
+        else:
+            rc, out = self.command([self.models_python, str(H200 / 'make_models.py'), str(self.models)],
+                                   env=self.models_env, timeout=STEP_TIMEOUT['models'])
         (step.folder / 'make_models.log').write_text(out[-20000:])
         step.check('make_models.py exit status 0', rc == 0, out.strip().splitlines()[-1:] if out.strip() else rc)
         for variant in (GOOD, RANDOM, OTHER):
@@ -354,6 +407,32 @@ class Proof:
         if manifest.exists():
             data = json.loads(manifest.read_text())
             step.figures['target'] = '%(layers)s layers, hidden %(hidden)s, vocab %(vocab_size)s' % data['target']
+
+    def stand_in_models(self):
+        """Dry run without the engine venv: the target and the drafters of make_models.py's layout,
+        written by tests/sim/make_tiny_checkpoint.py (zeros, with the simulator's quality marker)."""
+        sys.path.insert(0, str(REPO / 'tests' / 'sim'))
+        import make_tiny_checkpoint as tiny  # pylint: disable=import-outside-toplevel
+        drafters = {GOOD: ('layers', 'perfect'), RANDOM: ('layers', 'random'), OTHER: ('midlayer', 'perfect')}
+        manifest = {'stand_in': 'tests/sim/make_tiny_checkpoint.py (no engine venv)',
+                    'target': {'path': 'target', 'layers': tiny.LAYERS, 'hidden': tiny.HIDDEN, 'vocab_size': tiny.VOCAB},
+                    'drafters': {}}
+        for name, (spelling, quality) in drafters.items():
+            scratch = self.models / ('.scratch-' + name)
+            if scratch.exists():
+                shutil.rmtree(scratch)
+            target, drafter = tiny.write(str(scratch), spelling, quality)
+            if not (self.models / 'target').exists():
+                shutil.move(target, str(self.models / 'target'))
+            final = self.models / 'drafters' / name
+            if final.exists():
+                shutil.rmtree(final)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(drafter, str(final))
+            shutil.rmtree(scratch)
+            manifest['drafters'][name] = {'path': 'drafters/' + name, 'sim_quality': quality}
+        (self.models / 'manifest.json').write_text(json.dumps(manifest, indent=2) + '\n')
+        return 0, 'stand-in models written in %s' % self.models
 
     def step_preflight(self, step):
         run = self.playbook(step, H200 / 'preflight.yml', timeout=STEP_TIMEOUT['preflight'])
@@ -752,12 +831,298 @@ class Proof:
         step.figures['output_tok_s_ratios'] = ', '.join(
             'c%s %.2f' % (c, t['output tok/s']['ratio']) for c, t in tables.items() if 'output tok/s' in t)
 
+    # ---------------------------------------------------------------- phase g: two servers behind the router
+    def g_pidfiles(self):
+        pidfiles = {host: self.work / ('run-%s' % name) / ('sglang-%s.pid' % name) for host, name in G_SERVERS.items()}
+        pidfiles['router'] = self.work / 'run-router' / 'sglang-router-main.pid'
+        return pidfiles
+
+    def g_pids(self):
+        pids = {}
+        for host, path in self.g_pidfiles().items():
+            try:
+                data = json.loads(path.read_text())
+                pids[host] = data['pid'] if isinstance(data, dict) else int(data)
+            except (OSError, ValueError, KeyError, TypeError):
+                pids[host] = None
+        return pids
+
+    def g_urls(self):
+        return {host: 'http://127.0.0.1:%s' % self.g_ports[host.upper()] for host in G_SERVERS}
+
+    def g_router(self):
+        return 'http://127.0.0.1:%s' % self.g_ports['ROUTER']
+
+    def g_workers(self):
+        """url -> is_healthy as the router lists them ({} when it does not answer)."""
+        try:
+            with urllib.request.urlopen(self.g_router() + '/workers', timeout=5) as resp:
+                return {w['url']: w['is_healthy'] for w in json.loads(resp.read().decode())['workers']}
+        except (OSError, ValueError, KeyError):
+            return {}
+
+    def g_wait_both_healthy(self, timeout):
+        """Seconds until the router lists both servers healthy, or None."""
+        want = dict.fromkeys(self.g_urls().values(), True)
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if self.g_workers() == want:
+                return round(time.monotonic() - start, 1)
+            time.sleep(0.2)
+        return None
+
+    def g_playbook(self, step, name, extra, tag='', limit=None, timeout=None):
+        return self.playbook(step, REPO / 'playbooks' / name, extra=extra, tag=tag, limit=limit,
+                             inventory='inventory-g.yml', timeout=timeout or STEP_TIMEOUT[step.name])
+
+    def g_keep_logs(self, step):
+        for host, name in G_SERVERS.items():
+            path = self.work / 'log' / ('sglang-%s.log' % name)
+            if path.exists():
+                target = step.folder / ('server-%s.log' % host)
+                shutil.copyfile(path, target)
+                trim_file(target, 150, 250)
+        router_log = self.work / 'log' / 'sglang-router-main.log'
+        if router_log.exists():
+            shutil.copyfile(router_log, step.folder / 'router.log')
+            trim_file(step.folder / 'router.log', 150, 250)
+        apps, gpus, raw = self.nvidia_smi()
+        (step.folder / 'nvidia-smi.txt').write_text(raw)
+        step.figures['gpu'] = apps + ['GPU %s: %s of %s MiB used' % row for row in gpus]
+
+    def g_health(self, run, host):
+        """wait_for_llm_health results of host, in order (skipped ones left out)."""
+        return [e for e in run.events if e['action'].endswith('wait_for_llm_health') and e['host'] == host
+                and e['outcome'] != 'skipped']
+
+    def g_check_serving(self, step, run, depth, hosts=tuple(G_SERVERS)):
+        for host in hosts:
+            checks = self.g_health(run, host)
+            last = checks[-1]['result'] if checks else {}
+            smoke = last.get('smoke') or {}
+            step.figures['%s_ready_s' % host] = last.get('elapsed')
+            step.figures['%s_accept' % host] = smoke.get('accept_length')
+            if not step.check('%s: health ready' % host, last.get('status') == 'ready', last.get('msg') or last.get('status')):
+                self.engine_down = 'a server did not become ready in step %s' % step.folder.name
+            step.check('%s: accept length >= %.1f' % (host, FLOOR),
+                       smoke.get('accept_length') is not None and smoke['accept_length'] >= FLOOR, smoke.get('accept_length'))
+            self.check_flags(step, self.g_pids()[host], depth)
+
+    def g_drains(self, run):
+        """{host: (seconds, source, reads)} from the drain's own line (roles/sglang_router/tasks/drain.yml)."""
+        texts = [str(r.get('msg')) for r in run.results('debug') if 'after it left the router' in str(r.get('msg'))]
+        texts.append(' '.join(' '.join(run.lines).split()))
+        found = {}
+        for text in texts:
+            for host, seconds, source, reads in DRAIN_LINE.findall(' '.join(text.split())):
+                found.setdefault(host.strip('"\''), (float(seconds), source, int(reads)))
+        return found
+
+    def g_rollout(self, step, extra, limit=None):
+        """deploy.yml under 8 streaming clients through the router: (run, row of figures)."""
+        pause = G_LOAD['pause_simulate'] if self.simulate else G_LOAD['pause_device']
+        with ClientLoad(self.g_router(), 'tiny-llama', G_LOAD['clients'], pause) as load:
+            warm = load.wait_sent(G_LOAD['warm_requests'], 60)
+            begin = time.monotonic()
+            run = self.g_playbook(step, 'deploy.yml', extra, limit=limit)
+            end = time.monotonic()
+            after = load.wait_sent(load.sent + G_LOAD['after_requests'], 60)
+        row = load.row(begin, end)
+        row['rollout_s'] = round(end - begin, 1)
+        drains = self.g_drains(run)
+        row['drain_s'] = ', '.join('%s %.2f (%s, %d reads)' % (h, *drains[h]) for h in sorted(drains)) or 'none'
+        step.figures.update(row)
+        step.figures['rollout'] = row
+        step.check('clients warmed up through the router before the deploy', warm, 'sent %d' % load.sent)
+        step.check('clients went on after the deploy', after, 'sent %d' % load.sent)
+        # Every request that was not ok, and those of the rollout, at most 20000 lines (the device's are unpaced).
+        lo, hi = begin - load.origin, end - load.origin
+        kept = [x for x in load.samples if x['outcome'] != 'ok' or lo <= x['start'] <= hi][:20000]
+        (step.folder / 'requests.jsonl').write_text(''.join(json.dumps(sample) + '\n' for sample in kept))
+        self.g_keep_logs(step)
+        return run, row, drains
+
+    def step_g_start(self, step):
+        good = str(self.models / 'drafters' / GOOD)
+        # Both servers start together (no router yet, so none to drain or register with).
+        run = self.g_playbook(step, 'deploy.yml', {
+            'sglang_server_speculative_draft_model_path': good, 'sglang_server_speculative_depth': 5,
+            'llmops_serial': 2, 'sglang_router_group': 'none_such'}, tag='deploy')
+        step.check('deploy.yml (both servers, serial 2) succeeded', run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+        self.g_check_serving(step, run, 5)
+        if not step.checks or not all(c['ok'] for c in step.checks):
+            self.g_keep_logs(step)
+            return
+        step.figures['bootstrap'] = self.g_router_venv()
+        started = time.monotonic()
+        router = self.g_playbook(step, 'router.yml', {}, tag='router')
+        step.figures['router_yml_s'] = round(time.monotonic() - started, 1)
+        step.check('router.yml succeeded', router.rc == 0, 'rc %s; %s' % (router.rc, failure_messages(router)))
+        result = router.fact('sglang_router_result') or {}
+        step.figures['router_state'] = result.get('state')
+        pid = self.g_pids()['router']
+        step.figures['router_pid'] = pid
+        step.check('router running (pidfile)', pid is not None and Path('/proc', str(pid)).exists(), pid)
+        healthy = self.g_wait_both_healthy(60)
+        step.figures['both_healthy_after_s'] = healthy
+        step.check('the router lists both servers healthy', healthy is not None, self.g_workers())
+        with ClientLoad(self.g_router(), 'tiny-llama', 2, 0.0, limit=8) as probe:
+            probe.wait_sent(8, 60)
+        step.check('8 streams through the router completed', probe.sent == 8 and probe.failed == 0 and probe.truncated == 0,
+                   'sent %d, failed %d, truncated %d' % (probe.sent, probe.failed, probe.truncated))
+        self.memo(g_pids_start=self.g_pids())
+        self.g_keep_logs(step)
+
+    def g_router_venv(self):
+        """sglang_router_venv made here where ``python3 -m venv`` cannot make one with pip (Debian's python3
+        without python3-venv): a venv without pip, then pip from the router's wheelhouse into it."""
+        base = self.env['LLMOPS_PROOF_ROUTER_PYTHON']
+        venv = self.work / 'router-venv'
+        if (venv / 'bin' / 'pip').exists():
+            return 'venv already there'
+        probe = self.work / 'venv-probe'
+        rc, out = self.command([base, '-m', 'venv', '--clear', str(probe)], timeout=120)
+        works = rc == 0 and (probe / 'bin' / 'pip').exists()
+        shutil.rmtree(probe, ignore_errors=True)
+        if works:
+            return 'venv by the role (%s -m venv)' % base
+        wheels = sorted(Path(self.env['LLMOPS_PROOF_ROUTER_WHEELS']).glob('pip-*.whl'))
+        if not wheels:
+            return 'no ensurepip and no pip wheel in the wheelhouse: the role will fail to make its venv'
+        rc1, out1 = self.command([base, '-m', 'venv', '--without-pip', str(venv)])
+        rc2, out2 = self.command([str(venv / 'bin' / 'python'), str(wheels[0]) + '/pip', 'install', '-q', '--no-index',
+                                  str(wheels[0])], timeout=120)
+        return 'no ensurepip: venv --without-pip (rc %d), pip from %s (rc %d) %s' % (
+            rc1, wheels[0].name, rc2, (out1 + out2).strip()[-300:])
+
+    def g_running(self, step):
+        pids = self.g_pids()
+        running = all(pid is not None and Path('/proc', str(pid)).exists() for pid in pids.values())
+        step.check('both servers and the router run (g_start passed in this machine hold)', running, pids)
+        return running and self.g_wait_both_healthy(60) is not None
+
+    def step_g_drain(self, step):
+        if not self.g_running(step):
+            return
+        before = self.g_pids()
+        run, row, drains = self.g_rollout(step, {'sglang_server_speculative_depth': 3, 'llmops_serial': 1})
+        after = self.g_pids()
+        step.check('deploy.yml (depth 5 -> 3, serial 1, drain) succeeded', run.rc == 0,
+                   'rc %s; %s' % (run.rc, failure_messages(run)))
+        step.check('both servers restarted (new PIDs)', all(after[h] not in (None, before[h]) for h in G_SERVERS),
+                   '%s -> %s' % (before, after))
+        self.g_check_serving(step, run, 3)
+        step.check('each host drained: its idle line printed', sorted(drains) == sorted(G_SERVERS), drains)
+        step.check('each drain wait under %.0f s (a live load source, not the 30 s gauges)' % G_DRAIN_MAX_S,
+                   drains and all(d[0] < G_DRAIN_MAX_S for d in drains.values()), drains)
+        step.check('no request failed', row['failed'] == 0, row['failed'])
+        step.check('no stream truncated', row['truncated'] == 0, row['truncated'])
+        step.check('at least %d requests' % G_MIN_REQUESTS, row['requests'] >= G_MIN_REQUESTS, row['requests'])
+        healthy = self.g_wait_both_healthy(30)
+        step.check('the router lists both servers healthy afterwards', healthy is not None, self.g_workers())
+
+    def step_g_nodrain(self, step):
+        if not self.g_running(step):
+            return
+        before = self.g_pids()
+        run, row, drains = self.g_rollout(step, {'sglang_server_speculative_depth': 5, 'llmops_serial': 1,
+                                                 'sglang_router_group': 'none_such'})
+        after = self.g_pids()
+        step.check('deploy.yml (depth 3 -> 5, serial 1, router group none_such) succeeded', run.rc == 0,
+                   'rc %s; %s' % (run.rc, failure_messages(run)))
+        step.check('both servers restarted (new PIDs)', all(after[h] not in (None, before[h]) for h in G_SERVERS),
+                   '%s -> %s' % (before, after))
+        self.g_check_serving(step, run, 5)
+        removed = [e for e in run.events if 'Take this server out of each router' in e['task'] and e['outcome'] != 'skipped']
+        step.check('no drain: no idle line, no worker removed from the router', not drains and not removed,
+                   '%s; %s' % (drains, [(e['host'], e['outcome']) for e in removed]))
+        step.notes.append('without the drain the router finds out by its own health checks (interval 2 s, 2 failures); '
+                          'failed %d, truncated %d: what the drain saves' % (row['failed'], row['truncated']))
+        healthy = self.g_wait_both_healthy(60)
+        step.figures['both_healthy_after_s'] = healthy
+        step.check('the router lists both servers healthy again (its own health checks)', healthy is not None,
+                   self.g_workers())
+
+    def step_g_rollback(self, step):
+        if not self.g_running(step):
+            return
+        before = self.g_pids()
+        good = str(self.models / 'drafters' / GOOD)
+        run, row, drains = self.g_rollout(step, {
+            'sglang_server_speculative_draft_model_path': str(self.models / 'drafters' / RANDOM),
+            'sglang_server_speculative_depth': 5, 'llmops_rollback': True, 'llmops_serial': 1}, limit='srv1')
+        after = self.g_pids()
+        checks = self.g_health(run, 'srv1')
+        step.figures['health_checks'] = ['%s %s: %s' % (e['outcome'], e['result'].get('status'),
+                                                        str(e['result'].get('msg') or '')[:200]) for e in checks]
+        step.check('playbook failed the host', run.rc != 0, 'rc %s' % run.rc)
+        step.check('srv1 drained before its stop', 'srv1' in drains, drains)
+        if step.check('two health checks on srv1: the random drafter, then the rollback', len(checks) == 2, len(checks)):
+            verdict, back = checks
+            accept = (verdict['result'].get('smoke') or {}).get('accept_length')
+            message = str(verdict['result'].get('msg') or '')
+            step.check('the random drafter failed the floor', verdict['outcome'] == 'failed' and NOT_ACCEPTED in message
+                       and accept is not None and accept < FLOOR, '%s, accept %s: %s' % (verdict['outcome'], accept, message))
+            step.check('the rollback health check: ready', back['result'].get('status') == 'ready', back['result'].get('status'))
+            smoke = back['result'].get('smoke') or {}
+            step.figures.update(random_accept_length=accept, accept_length=smoke.get('accept_length'),
+                                failure_to_serving_s=round(back['time'] - verdict['time'], 1))
+            step.check('rolled-back server: accept length >= %.1f' % FLOOR,
+                       smoke.get('accept_length') is not None and smoke['accept_length'] >= FLOOR, smoke.get('accept_length'))
+        result = run.fact('sglang_server_result') or {}
+        step.figures['rollback_s'] = result.get('rollback_s')
+        step.check('sglang_server_result says rolled_back', result.get('state') == 'rolled_back', result.get('state'))
+        argv = process_argv(after['srv1'])
+        drafter = argv[argv.index('--speculative-draft-model-path') + 1] if '--speculative-draft-model-path' in argv else None
+        step.check('srv1 runs a new server with the good drafter', after['srv1'] not in (None, before['srv1'])
+                   and drafter == good, '%s -> %s, drafter %s' % (before['srv1'], after['srv1'], drafter))
+        self.check_flags(step, after['srv1'], 5)
+        step.check('srv2 untouched (same PID)', after['srv2'] == before['srv2'], '%s -> %s' % (before['srv2'], after['srv2']))
+        registered = [e for e in run.events if 'Put the rolled-back server back into the routers' in e['task']
+                      and e['outcome'] != 'skipped']
+        step.check('the rolled-back server was put back into the router', registered, len(registered))
+        healthy = self.g_wait_both_healthy(30)
+        step.check('the router lists both servers healthy afterwards', healthy is not None, self.g_workers())
+        step.check('the clients saw no failed request', row['failed'] == 0, row['failed'])
+        step.check('no stream truncated', row['truncated'] == 0, row['truncated'])
+
+    def step_g_stop(self, step):
+        pids = self.g_pids()
+        step.figures['pids'] = pids
+        run = self.g_playbook(step, 'stop.yml', {})
+        step.check('stop.yml (both servers) succeeded', run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+        router = pids.get('router')
+        how = 'not running'
+        if router is not None and Path('/proc', str(router)).exists():
+            how = stop_session(router)
+        step.figures['router_stop'] = how
+        pidfile = self.g_pidfiles()['router']
+        if pidfile.exists() and not self.server_processes(router):
+            pidfile.unlink()
+        left = [p for host in pids for p in (self.server_processes(pids[host]) if pids[host] else [])]
+        apps, gpus, raw = self.nvidia_smi()
+        (step.folder / 'nvidia-smi.txt').write_text(raw)
+        step.check('no process of either server nor of the router left', not left, left)
+        step.check('nvidia-smi lists no compute process', not apps, apps)
+        step.check('GPU memory back to idle (< 1024 MiB used)', gpus and all(row[1] < 1024 for row in gpus),
+                   gpus or raw[-300:])
+        step.check('pidfiles removed', not any(path.exists() for path in self.g_pidfiles().values()),
+                   [str(p) for p in self.g_pidfiles().values() if p.exists()])
+        self.g_keep_logs(step)
+
     # ---------------------------------------------------------------- bundle
     def cleanup(self):
-        """Stop the server if anything of it is left (recorded as a step)."""
+        """Stop the server if anything of it is left (recorded as a step); phase g's servers and
+        router too, unless this call (g1, g2) passed and the next one goes on with them."""
         if self.pidfile.exists() or self.server_processes(self.server_pid()):
             self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 120)
             self.run_step('stop')
+        if self.keep_running:
+            print('phase g: servers and router left running for the next call', flush=True)
+            return
+        if any(path.exists() for path in self.g_pidfiles().values()):
+            self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 150)
+            self.run_step('g_stop')
 
     def bundle(self, label):
         self.out.mkdir(parents=True, exist_ok=True)
@@ -769,6 +1134,106 @@ class Proof:
         counts = {k: sum(s['outcome'] == k for s in data['steps']) for k in ('PASS', 'FAIL', 'SKIP')}
         print('phase %s done in %.0f s: %s; bundle %s (%d KiB), summary %s' % (
             label, time.monotonic() - self.started, counts, tar, tar.stat().st_size // 1024, self.out / 'summary.md'))
+
+
+class ClientLoad:
+    """``clients`` threads streaming completions (16 tokens) through ``url`` until stopped (or
+    ``limit`` requests were sent), each waiting ``pause`` s after each request; counts requests,
+    failed (HTTP or connection error, timeout) and truncated (no ``[DONE]``) and keeps
+    ``{start, ttft, seconds, outcome}`` per request (times relative to the load's start)."""
+
+    def __init__(self, url, model, clients=8, pause=0.0, limit=None):
+        self.url, self.model, self.pause, self.limit = url, model, pause, limit
+        self.stop, self.lock = threading.Event(), threading.Lock()
+        self.sent = self.failed = self.truncated = self.started = 0
+        self.samples, self.origin = [], time.monotonic()
+        self.threads = [threading.Thread(target=self.client, daemon=True) for _client in range(clients)]
+
+    def client(self):
+        body = json.dumps({'model': self.model, 'prompt': 'hello', 'max_tokens': 16, 'stream': True}).encode()
+        while not self.stop.is_set():
+            with self.lock:
+                if self.limit is not None and self.started >= self.limit:
+                    return
+                self.started += 1
+            req = urllib.request.Request(self.url + '/v1/completions', data=body,
+                                         headers={'Content-Type': 'application/json'})
+            start, ttft, outcome = time.monotonic(), None, 'truncated'
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    for line in resp:
+                        if ttft is None and line.startswith(b'data:'):
+                            ttft = time.monotonic() - start
+                        if line.strip() == b'data: [DONE]':
+                            outcome = 'ok'
+            except (OSError, ValueError):
+                outcome = 'failed'
+            with self.lock:
+                self.sent += 1
+                self.failed += outcome == 'failed'
+                self.truncated += outcome == 'truncated'
+                self.samples.append({'start': round(start - self.origin, 4), 'ttft': None if ttft is None else round(ttft, 5),
+                                     'seconds': round(time.monotonic() - start, 4), 'outcome': outcome})
+            self.stop.wait(self.pause)
+
+    def wait_sent(self, count, timeout):
+        start = time.monotonic()
+        while self.sent < count and time.monotonic() - start < timeout:
+            time.sleep(0.05)
+        return self.sent >= count
+
+    def row(self, begin, end):
+        """Figures of one run: TTFT during [begin, end] (monotonic) and outside it."""
+        lo, hi = begin - self.origin, end - self.origin
+        during = [s['ttft'] for s in self.samples if lo <= s['start'] <= hi and s['ttft'] is not None]
+        outside = [s['ttft'] for s in self.samples if not lo <= s['start'] <= hi and s['ttft'] is not None]
+        slowest = max((s['seconds'] for s in self.samples if lo <= s['start'] <= hi), default=None)
+        return {'requests': self.sent, 'failed': self.failed, 'truncated': self.truncated,
+                'requests_during': sum(1 for s in self.samples if lo <= s['start'] <= hi),
+                'ttft_p50_during_ms': ms(percentile(during, 0.5)), 'ttft_p99_during_ms': ms(percentile(during, 0.99)),
+                'ttft_p50_outside_ms': ms(percentile(outside, 0.5)), 'ttft_p99_outside_ms': ms(percentile(outside, 0.99)),
+                'slowest_request_during_s': slowest}
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(90)
+
+
+def percentile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else None
+
+
+def ms(seconds):
+    return None if seconds is None else round(1000 * seconds, 1)
+
+
+def stop_session(pid, grace=20):
+    """SIGTERM to the process group (session) of ``pid``, SIGKILL after ``grace`` s: what happened."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError as exc:
+        return 'SIGTERM failed: %s' % exc
+    start = time.monotonic()
+    while time.monotonic() - start < grace:
+        try:
+            gone = Path('/proc', str(pid), 'stat').read_text().split(') ')[-1][:1] == 'Z'
+        except OSError:
+            gone = True
+        if gone:
+            return 'SIGTERM, gone after %.1f s' % (time.monotonic() - start)
+        time.sleep(0.2)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    return 'SIGKILL after %d s' % grace
 
 
 # -------------------------------------------------------------------- helpers
@@ -838,6 +1303,15 @@ def render(data):
     for s in data['steps']:
         figures = ', '.join('%s %s' % (k, v) for k, v in s['figures'].items() if not isinstance(v, (list, dict)))
         out.append('| %s | %s | %s | %s |' % (s['folder'], s['outcome'], s['seconds'], figures))
+    runs = [s for s in data['steps'] if isinstance(s['figures'].get('rollout'), dict)]
+    if runs:
+        cols = ['requests', 'requests_during', 'failed', 'truncated', 'rollout_s', 'ttft_p50_during_ms',
+                'ttft_p99_during_ms', 'ttft_p50_outside_ms', 'ttft_p99_outside_ms', 'slowest_request_during_s', 'drain_s']
+        out += ['', '## Rollouts behind the router (8 streaming clients)', '',
+                '| run | outcome | ' + ' | '.join(cols) + ' |', '| --- ' * (len(cols) + 2) + '|']
+        for s in runs:
+            out.append('| %s | %s | %s |' % (s['folder'], s['outcome'],
+                                             ' | '.join(str(s['figures']['rollout'].get(c)) for c in cols)))
     for s in data['steps']:
         out += ['', '## %s: %s' % (s['folder'], s['outcome'])]
         out += ['- [%s] %s%s' % ('x' if c['ok'] else ' ', c['check'], (': ' + c['detail']) if c['detail'] else '')
@@ -854,7 +1328,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description='H200 proof of llmops.serving (tests/gpu/README.md)')
     parser.add_argument('--simulate', action='store_true', help='SGLang simulator and nvidia-smi stand-in')
     parser.add_argument('what', nargs='*', default=['all'],
-                        help='phases a, b, c, d (SGLang 0.5.11 installed), e, f, all (a, b, c; default) or step names: %s' % ', '.join(STEP_TIMEOUT))
+                        help='phases a, b, c, d (SGLang 0.5.11 installed), e, f, g (device: g1, g2, g3), all (a, b, c; '
+                             'default) or step names: %s' % ', '.join(STEP_TIMEOUT))
     args = parser.parse_args(argv)
     steps, label = [], ' '.join(args.what)
     for item in args.what:
@@ -873,15 +1348,20 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, terminate)
     proof.prepare(fresh=args.what[0] in ('all', 'a'))
-    seen = set()
+    seen, outcomes = set(), []
     try:
         for name in steps:
             if name == 'models' and (name in seen or proof.models_done()):
                 continue  # once per call, and not again after it passed on this machine
             seen.add(name)
-            proof.run_step(name)
+            outcomes.append(proof.run_step(name).outcome)
+        # Phase g's servers and router stay up for the next call (g1 -> g2 -> g3, or a skipped step named
+        # alone) when this call ran a g step, not g_stop, and nothing failed.
+        proof.keep_running = (any(n.startswith('g_') for n in steps) and 'g_stop' not in steps and bool(outcomes)
+                              and all(o in ('PASS', 'SKIP') for o in outcomes))
     except KeyboardInterrupt as exc:
         print('interrupted (%s): stopping the server' % exc, flush=True)
+        proof.keep_running = False
     finally:
         proof.cleanup()
         proof.bundle(label)

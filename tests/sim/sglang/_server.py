@@ -288,9 +288,13 @@ class Server(_http.Counters):
         if self.spec and not self.target_first:
             self.load_drafter(avail - weights / GB)
         self.pause('load', 0.3)
-        # KV cache: SGLang keeps (1 - mem_fraction_static) of the total free and fills the rest.
+        # KV cache: SGLang 0.5.x sizes it from the memory it found at its own start (the `total_gpu_memory`
+        # its model runner is given is what torch distributed saw available), keeps (1 - mem_fraction_static)
+        # of that and fills the rest. Alone on a GPU that base is the whole GPU; beside another server
+        # (or a holder) it is what the others left, so a second server at 0.3 starts with 0.3 of the rest.
         others = [total - nvsim.RESERVED_MIB - free[i] for i in indexes]
-        rest = min(free[i] - weights - total * (1 - a['mem_fraction_static']) for i in indexes)
+        base = [total - other for other in others]
+        rest = min(free[i] - weights - b * (1 - a['mem_fraction_static']) for i, b in zip(indexes, base))
         if rest <= 0:
             raise Fatal('RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.')
         if self.config.fault == 'oom':
@@ -301,7 +305,7 @@ class Server(_http.Counters):
         tokens = int(rest * 1024 * 1024 / (2 * per_layer * (layers + drafter_layers)))
         self.max_total_num_tokens = tokens
         kv_gb = 2 * tokens * per_layer * (layers + drafter_layers) / 1024.0 ** 3
-        hold = [max(weights, total * a['mem_fraction_static'] - other) + OVERHEAD_MIB for other in others]
+        hold = [max(weights, b * a['mem_fraction_static']) + OVERHEAD_MIB for b in base]
         self.hold(indexes, hold)
         self.memory_usage = {'weight': round(weights / GB, 2), 'kvcache': round(kv_gb, 2), 'token_capacity': tokens, 'graph': 0.04}
         avail -= weights / GB

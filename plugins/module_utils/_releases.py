@@ -19,7 +19,7 @@ DEFAULT_PYTHON = '/usr/bin/python3'
 
 def _normal(pin):
     """``name==version`` with the name as pip compares it (PEP 503: lower case, runs of -_. as -)."""
-    name, _, version = pin.partition('==')
+    name, version = pin.partition('==')[::2]
     return '%s==%s' % (re.sub(r'[-_.]+', '-', name.strip()).lower(), version.strip().lower())
 
 

@@ -58,10 +58,10 @@ def proof_models(tmp_path):
     return str(target), drafter
 
 
-def start_proof_sim(start_sim, models, depth=5, **kwargs):
+def start_proof_sim(start_sim, models, depth=5, extra=(), **kwargs):
     target, drafter = models
-    return start_sim(*(ROLE_FLAGS + ('--speculative-draft-model-path', drafter) + DEPTH[depth] + BACKENDS), model=target,
-                     **kwargs)
+    return start_sim(*(ROLE_FLAGS + ('--speculative-draft-model-path', drafter) + DEPTH[depth] + BACKENDS + tuple(extra)),
+                     model=target, **kwargs)
 
 
 def test_startup_log_is_the_recorded_one(start_sim, proof_models):
@@ -208,6 +208,15 @@ def test_scheduler_holds_the_recorded_memory(start_sim, proof_models):
     start_proof_sim(start_sim, proof_models, depth=3)
     held = [row for row in apps() if row[1] == 'sglang::scheduler']
     assert [int(row[2]) for row in held] == [int(recorded.group(2))]  # 45248 MiB at --mem-fraction-static 0.3
+
+
+def test_max_total_tokens_caps_the_pool_and_the_memory_held(start_sim, proof_models):
+    # SGLang's ModelRunner takes the smaller of the profiled count and --max-total-tokens and allocates
+    # only that pool; phase g of the H200 proof shares the GPU this way.
+    sim = start_proof_sim(start_sim, proof_models, extra=('--max-total-tokens', '131072'))
+    assert re.search(r'max_total_num_tokens=131072,', sim.log())
+    held = [int(row[2]) for row in apps() if row[1] == 'sglang::scheduler']
+    assert len(held) == 1 and held[0] < 4096, held  # 45248 MiB uncapped at --mem-fraction-static 0.3
 
 
 def _decode_lines(log, after):

@@ -60,12 +60,12 @@ PHASES = {
     'd': ['models', 'unfixed_0511', 'fixed_0511', 'stop'],
     'e': ['models', 'apikey', 'rollback', 'stop'],
     'f': ['models', 'bench_compare', 'stop'],
-    'g': ['models', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback', 'g_stop'],
+    'g': ['models', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback', 'g_sampled', 'g_stop'],
     # Phase g on the device, one call each (a server start there is 76-165 s): the servers and the router
     # stay up from g1 to g2 and from g2 to g3 when every step of the call passed.
     'g1': ['models', 'g_start'],
     'g2': ['g_drain', 'g_nodrain'],
-    'g3': ['g_rollback', 'g_stop'],
+    'g3': ['g_rollback', 'g_sampled', 'g_stop'],
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
@@ -76,7 +76,7 @@ STARTS_SERVER = {'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benc
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
                 'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420,
-                'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_stop': 150}
+                'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_stop': 150}
 # bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
 COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
 OLD_SGLANG = '0.5.11'  # the last SGLang that loads only midlayer.* drafter names
@@ -953,6 +953,17 @@ class Proof:
         if not step.checks or not all(c['ok'] for c in step.checks):
             self.g_keep_logs(step)
             return
+        # Straight to each server first: the attempt of 2026-12-04 saw both servers stop answering at
+        # the router's first streams, so a hang is told apart from the router (and diagnosed) here.
+        for host, url in self.g_urls().items():
+            with ClientLoad(url, 'tiny-llama', 2, 0.0, limit=4, timeout=30) as probe:
+                probe.wait_sent(4, 45)
+            if not step.check('%s: 4 streams straight to the server completed' % host,
+                              probe.sent == 4 and probe.failed == 0 and probe.truncated == 0,
+                              'sent %d, failed %d, truncated %d' % (probe.sent, probe.failed, probe.truncated)):
+                self.g_diagnose(step)
+                self.g_keep_logs(step)
+                return
         step.figures['bootstrap'] = self.g_router_venv()
         started = time.monotonic()
         router = self.g_playbook(step, 'router.yml', {}, tag='router')
@@ -968,10 +979,38 @@ class Proof:
         step.check('the router lists both servers healthy', healthy is not None, self.g_workers())
         with ClientLoad(self.g_router(), 'tiny-llama', 2, 0.0, limit=8) as probe:
             probe.wait_sent(8, 60)
-        step.check('8 streams through the router completed', probe.sent == 8 and probe.failed == 0 and probe.truncated == 0,
-                   'sent %d, failed %d, truncated %d' % (probe.sent, probe.failed, probe.truncated))
+        if not step.check('8 streams through the router completed', probe.sent == 8 and probe.failed == 0 and probe.truncated == 0,
+                          'sent %d, failed %d, truncated %d' % (probe.sent, probe.failed, probe.truncated)):
+            self.g_diagnose(step)
         self.memo(g_pids_start=self.g_pids())
         self.g_keep_logs(step)
+
+    def g_diagnose(self, step):
+        """Where each server's processes are, for a server that stopped answering: state, CPU
+        seconds and kernel wait of each, py-spy's Python stacks (in the shipped wheels) and the GPU's
+        utilisation, into hang-<host>.txt."""
+        spy = shutil.which('py-spy') or next((str(p) for p in [Path(self.env.get('LLMOPS_PROOF_PYTHONPATH', '')) / 'bin' / 'py-spy']
+                                              if p.exists()), None)
+        for host, pid in self.g_pids().items():
+            if host not in G_SERVERS or pid is None:
+                continue
+            lines = []
+            for proc in self.server_processes(pid):
+                child = proc.split()[0]
+                try:
+                    stat = Path('/proc', child, 'stat').read_text()
+                    fields = stat[stat.rfind(')') + 2:].split()
+                    wchan = Path('/proc', child, 'wchan').read_text()
+                    lines.append('== %s state %s utime %s stime %s wchan %s' % (proc[:160], fields[0], fields[11], fields[12], wchan))
+                except (OSError, IndexError):
+                    lines.append('== %s (gone)' % proc[:160])
+                if spy:
+                    lines.append(self.command([spy, 'dump', '--pid', child], timeout=30)[1])
+            rc, out = self.command(['nvidia-smi', '--query-gpu=utilization.gpu,memory.used', '--format=csv'], timeout=30)
+            lines.append('nvidia-smi: ' + out)
+            lines.append('py-spy: %s' % (spy or 'not found'))
+            (step.folder / ('hang-%s.txt' % host)).write_text('\n'.join(lines) + '\n')
+        step.notes.append('diagnostics of the servers in hang-<host>.txt')
 
     def g_router_venv(self):
         """sglang_router_venv made here where ``python3 -m venv`` cannot make one with pip (Debian's python3
@@ -1086,6 +1125,21 @@ class Proof:
         step.check('the clients saw no failed request', row['failed'] == 0, row['failed'])
         step.check('no stream truncated', row['truncated'] == 0, row['truncated'])
 
+    def step_g_sampled(self, step):
+        """Last, since it may cost the server: one sampled stream (temperature 1.0, OpenAI's default)
+        straight to srv2. Every earlier request of the proofs was greedy; in the attempt of
+        2026-12-04 the first sampled streams left both servers answering nothing."""
+        url = self.g_urls()['srv2']
+        with ClientLoad(url, 'tiny-llama', 1, 0.0, limit=1, timeout=40, temperature=1.0) as probe:
+            probe.wait_sent(1, 50)
+        answered = probe.sent == 1 and probe.failed == 0 and probe.truncated == 0
+        step.figures['sampled_stream'] = 'answered' if answered else 'no answer in 40 s'
+        if not answered:
+            self.g_diagnose(step)
+        step.check('a sampled stream straight to srv2 answered (else: diagnosed in hang-srv2.txt)', answered,
+                   'sent %d, failed %d, truncated %d' % (probe.sent, probe.failed, probe.truncated))
+        self.g_keep_logs(step)
+
     def step_g_stop(self, step):
         pids = self.g_pids()
         step.figures['pids'] = pids
@@ -1137,20 +1191,24 @@ class Proof:
 
 
 class ClientLoad:
-    """``clients`` threads streaming completions (16 tokens) through ``url`` until stopped (or
+    """``clients`` threads streaming greedy completions (16 tokens; ``temperature`` 0 as the
+    benchmark's: the attempt of 2026-12-04 sent OpenAI's default 1.0 and both servers stopped
+    answering, see step g_sampled) through ``url`` until stopped (or
     ``limit`` requests were sent), each waiting ``pause`` s after each request; counts requests,
     failed (HTTP or connection error, timeout) and truncated (no ``[DONE]``) and keeps
     ``{start, ttft, seconds, outcome}`` per request (times relative to the load's start)."""
 
-    def __init__(self, url, model, clients=8, pause=0.0, limit=None):
-        self.url, self.model, self.pause, self.limit = url, model, pause, limit
+    def __init__(self, url, model, clients=8, pause=0.0, limit=None, timeout=60, temperature=0.0):
+        self.url, self.model, self.pause, self.limit, self.timeout = url, model, pause, limit, timeout
+        self.temperature = temperature
         self.stop, self.lock = threading.Event(), threading.Lock()
         self.sent = self.failed = self.truncated = self.started = 0
         self.samples, self.origin = [], time.monotonic()
         self.threads = [threading.Thread(target=self.client, daemon=True) for _client in range(clients)]
 
     def client(self):
-        body = json.dumps({'model': self.model, 'prompt': 'hello', 'max_tokens': 16, 'stream': True}).encode()
+        body = json.dumps({'model': self.model, 'prompt': 'hello', 'max_tokens': 16, 'stream': True,
+                           'temperature': self.temperature}).encode()
         while not self.stop.is_set():
             with self.lock:
                 if self.limit is not None and self.started >= self.limit:
@@ -1160,7 +1218,7 @@ class ClientLoad:
                                          headers={'Content-Type': 'application/json'})
             start, ttft, outcome = time.monotonic(), None, 'truncated'
             try:
-                with urllib.request.urlopen(req, timeout=60) as resp:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                     for line in resp:
                         if ttft is None and line.startswith(b'data:'):
                             ttft = time.monotonic() - start

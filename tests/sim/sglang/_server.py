@@ -303,9 +303,19 @@ class Server(_http.Counters):
         layers, per_layer = _kv_shape(a['model_path'], a['tp_size'])
         drafter_layers = 1 if self.spec else 0
         tokens = int(rest * 1024 * 1024 / (2 * per_layer * (layers + drafter_layers)))
+        # --max-total-tokens caps the pool (ModelRunner: min of the profiled count and the cap), and
+        # only the capped pool is allocated: the rest of the fraction stays free for other processes.
+        cap = a['max_total_tokens']
+        if cap is not None and cap > tokens:
+            log('max_total_tokens=%d is larger than the profiled value %d. Use the profiled value instead.' % (cap, tokens))
+        capped = cap is not None and cap < tokens
+        tokens = min(tokens, cap) if cap is not None else tokens
         self.max_total_num_tokens = tokens
         kv_gb = 2 * tokens * per_layer * (layers + drafter_layers) / 1024.0 ** 3
-        hold = [max(weights, b * a['mem_fraction_static']) + OVERHEAD_MIB for b in base]
+        if capped:
+            hold = [weights + kv_gb * GB + OVERHEAD_MIB for _b in base]
+        else:
+            hold = [max(weights, b * a['mem_fraction_static']) + OVERHEAD_MIB for b in base]
         self.hold(indexes, hold)
         self.memory_usage = {'weight': round(weights / GB, 2), 'kvcache': round(kv_gb, 2), 'token_capacity': tokens, 'graph': 0.04}
         avail -= weights / GB

@@ -404,15 +404,15 @@ def generate_body(prompt, max_new_tokens, temperature=0.0, stream=False, ignore_
     return body
 
 
-def smoke_request(request, kind, prompt, max_tokens, model=None, timeout=120):
+def smoke_request(request, kind, prompt, max_tokens, model=None, timeout=120, temperature=0.0):
     """Send one real generation; return a dict (ok, text, tokens, meta_info, error...)."""
     if kind == 'generate':
         path = '/generate'
-        payload = generate_body(prompt, max_tokens)
+        payload = generate_body(prompt, max_tokens, temperature)
     else:
         path = '/v1/completions'
         model = model or first_model_id(request, timeout)
-        payload = {'model': model, 'prompt': prompt, 'max_tokens': max_tokens, 'temperature': 0}
+        payload = {'model': model, 'prompt': prompt, 'max_tokens': max_tokens, 'temperature': temperature}
     result = {'kind': kind, 'path': path, 'model': model, 'ok': False, 'text': None, 'tokens': None}
     start = time.monotonic()
     try:

@@ -187,6 +187,21 @@ options:
     description: Seconds the smoke request may take.
     type: float
     default: 120.0
+  warm_sampled:
+    description:
+      - After the smoke, send one sampled request (temperature 1.0, 4 tokens) and wait for it, so that
+        what only a sampled request uses is built before the server takes traffic.
+      - SGLang 0.5.15.post1 with EAGLE-3 builds FlashInfer's sampling module (C(nvcc), minutes) on the
+        first sampled request when its JIT cache has none, and answers nothing, C(/health) included,
+        meanwhile (seen on an H200). Greedy smoke and benchmark requests never take that path.
+      - Needs O(smoke). The time it took is RV(warm_sampled.seconds); with the JIT cache warm it is that of
+        a short request.
+    type: bool
+    default: false
+  warm_sampled_timeout:
+    description: Seconds the O(warm_sampled) request may take (a cold FlashInfer build included).
+    type: float
+    default: 600.0
   min_accept_length:
     description:
       - With speculative decoding on, fail when the acceptance length (tokens per
@@ -352,6 +367,20 @@ smoke:
       returned: always
       sample: generate:meta_info
   sample: {ok: true, text: ' Paris.', tokens: 32, accept_length: 4.92, accept_length_source: 'generate:meta_info'}
+warm_sampled:
+  description: Result of the O(warm_sampled) request.
+  returned: when O(warm_sampled) and the smoke passed
+  type: dict
+  contains:
+    ok:
+      description: Whether the request produced tokens.
+      type: bool
+      returned: always
+    seconds:
+      description: Seconds the request took.
+      type: float
+      returned: when it was answered
+  sample: {ok: true, seconds: 0.21}
 notes:
   description: What the module noticed on the way (missing log file or pidfile, rotation, truncation).
   returned: always
@@ -408,6 +437,8 @@ ARGUMENT_SPEC = dict(
     smoke_prompt=dict(type='str', default='The capital of France is'),
     smoke_max_tokens=dict(type='int', default=32, no_log=False),
     smoke_timeout=dict(type='float', default=120.0),
+    warm_sampled=dict(type='bool', default=False),
+    warm_sampled_timeout=dict(type='float', default=600.0),
     min_accept_length=dict(type='float'),
 )
 MUTUALLY_EXCLUSIVE = [('pid', 'pidfile', 'systemd_unit')]
@@ -517,6 +548,18 @@ def check_after_ready(module, request, result, health_path):
     return None
 
 
+def warm_sampled(params, request, result):
+    """The O(warm_sampled) request, once the smoke and the floor passed. Returns an error or None."""
+    smoke = result.get('smoke') or {}
+    warm = smoke_request(request, params['smoke'], params['smoke_prompt'], 4, model=smoke.get('model'),
+                         timeout=params['warm_sampled_timeout'], temperature=1.0)
+    result['warm_sampled'] = dict((k, warm[k]) for k in ('ok', 'seconds', 'error') if k in warm)
+    if not warm['ok']:
+        return ('the smoke passed but the sampled warm-up request (warm_sampled) failed within %.0f s: %s'
+                % (params['warm_sampled_timeout'], warm.get('error')))
+    return None
+
+
 def foreign_server(url, process):
     """An error when what answers on the URL's port (on this host) is not the process tree
     being watched: a server that fails to bind (``[Errno 98] address already in use``) dies
@@ -599,6 +642,8 @@ def main():
         result['exit_code'] = waiter.exit.get('exit_code')
     if status == STATUS_READY:
         error = foreign_server(params['url'], process) or check_after_ready(module, request, result, waiter.health_path)
+        if error is None and params['warm_sampled'] and params['smoke'] != 'none':
+            error = warm_sampled(params, request, result)
         if error is None:
             module.exit_json(**result)
         module.fail_json(msg=error, **result)

@@ -19,6 +19,8 @@ description:
     idle server (seen on the H200), and the probe's 1-token generation makes it log one.
   - O(source=auto) picks V(get_load) for an O(version) that routes it and V(metrics) for a later one; without O(version)
     it asks C(/get_load) and falls back to the gauges where the server answers 404.
+  - A server that refuses the connection (nothing listens on its port: it is stopped) runs nothing, so it is idle at
+    once, RV(source) V(not listening).
   - Never fails because the server stays busy; RV(idle) says whether it went idle. Fails when the server refuses the
     API key or no source can be read.
 author:
@@ -79,7 +81,7 @@ requests:
   type: int
   sample: 0
 source:
-  description: Where the last read came from, V(get_load) or V(metrics).
+  description: Where the last read came from, V(get_load) or V(metrics); V(not listening) for a stopped server.
   returned: always
   type: str
   sample: get_load
@@ -124,11 +126,22 @@ def wait_idle(request, timeout, interval, source, request_timeout, clock=time.mo
         sleep(max(0.0, min(interval, timeout - elapsed)))
 
 
+def first_status(request, timeout):
+    """HTTP status of ``GET /get_load``; ``'refused'`` when nothing listens on the port; None on another network
+    error (a timeout is no proof that nothing runs)."""
+    try:
+        return request('GET', '/get_load', timeout=timeout)[0]
+    except Exception as exc:  # open_url raises URLError around the socket's error
+        return 'refused' if isinstance(getattr(exc, 'reason', exc), ConnectionRefusedError) else None
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     request = _server_api.module_request(module)
-    status = _server_api.get_json(request, '/get_load', params['request_timeout'])[0]
+    status = first_status(request, params['request_timeout'])
+    if status == 'refused':
+        module.exit_json(changed=False, idle=True, requests=0, source='not listening', elapsed=0.0, reads=1)
     if _server_api.unauthorised(status):
         module.fail_json(msg='%s refused the API key (HTTP %d): set api_key to the key the server requires'
                          % (params['url'], status))

@@ -66,17 +66,19 @@ PHASES = {
     'g1': ['models', 'g_start'],
     'g2': ['g_drain', 'g_nodrain'],
     'g3': ['g_rollback', 'g_sampled', 'g_stop'],
+    # The sampled warm-up of wait_for_llm_health (warm_sampled) on an empty FlashInfer JIT cache, then warm.
+    'g4': ['models', 'g_warm_sampled', 'g_stop'],
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
 STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200}
-STARTS_SERVER = {'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
+STARTS_SERVER = {'g_warm_sampled', 'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
                  'apikey', 'rollback', 'bench_compare', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
                 'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420,
-                'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_stop': 150}
+                'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_warm_sampled': 520, 'g_stop': 150}
 # bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
 COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
 OLD_SGLANG = '0.5.11'  # the last SGLang that loads only midlayer.* drafter names
@@ -1140,6 +1142,38 @@ class Proof:
                    'sent %d, failed %d, truncated %d' % (probe.sent, probe.failed, probe.truncated))
         self.g_keep_logs(step)
 
+    def step_g_warm_sampled(self, step):
+        """srv1 alone, deployed with the role's sampled warm-up on an empty FlashInfer JIT cache, a sampled
+        stream straight to it, then a restart (depth 3) with the cache kept: what the warm-up took each time."""
+        cache = Path(os.environ.get('FLASHINFER_WORKSPACE_BASE') or Path.home()) / '.cache' / 'flashinfer'
+        removed = sorted(str(d) for d in cache.glob('*/*/cached_ops/sampling'))
+        for folder in removed:
+            shutil.rmtree(folder, ignore_errors=True)
+        step.figures['cold_cache'] = 'removed %s' % removed if removed else 'no FlashInfer sampling build in %s' % cache
+        good = str(self.models / 'drafters' / GOOD)
+        for label, depth in (('cold', 5), ('warm', 3)):
+            run = self.g_playbook(step, 'deploy.yml', {
+                'sglang_server_speculative_draft_model_path': good, 'sglang_server_speculative_depth': depth,
+                'sglang_router_group': 'none_such'}, tag=label, limit='srv1')
+            step.check('deploy.yml (srv1, depth %d, %s JIT cache) succeeded' % (depth, label), run.rc == 0,
+                       'rc %s; %s' % (run.rc, failure_messages(run)))
+            checks = self.g_health(run, 'srv1')
+            last = checks[-1]['result'] if checks else {}
+            warm = last.get('warm_sampled') or {}
+            step.figures['%s_ready_s' % label] = last.get('elapsed')
+            step.figures['%s_warm_sampled_s' % label] = warm.get('seconds')
+            step.check('%s: the sampled warm-up answered' % label, warm.get('ok') is True, warm)
+            with ClientLoad(self.g_urls()['srv1'], 'tiny-llama', 1, 0.0, limit=4, timeout=20, temperature=1.0) as probe:
+                probe.wait_sent(4, 40)
+            slowest = max((x['seconds'] for x in probe.samples), default=None)
+            step.figures['%s_sampled_streams_slowest_s' % label] = slowest
+            if not step.check('%s: 4 sampled streams straight to srv1 answered' % label,
+                              probe.sent == 4 and probe.failed == 0 and probe.truncated == 0,
+                              'sent %d, failed %d, truncated %d' % (probe.sent, probe.failed, probe.truncated)):
+                self.g_diagnose(step)
+                break
+        self.g_keep_logs(step)
+
     def step_g_stop(self, step):
         pids = self.g_pids()
         step.figures['pids'] = pids
@@ -1168,7 +1202,8 @@ class Proof:
     def cleanup(self):
         """Stop the server if anything of it is left (recorded as a step); phase g's servers and
         router too, unless this call (g1, g2) passed and the next one goes on with them."""
-        if self.pidfile.exists() or self.server_processes(self.server_pid()):
+        g_running = any(path.exists() for path in self.g_pidfiles().values())  # phase g's servers are not this one
+        if self.pidfile.exists() or (not g_running and self.server_processes(self.server_pid())):
             self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 120)
             self.run_step('stop')
         if self.keep_running:

@@ -54,6 +54,39 @@ def test_ready_with_smoke_and_accept_length_floor(server, capsys, warnings):
     assert warnings == ['the smoke request generated 64 tokens that decode to empty text (special tokens only?)']
 
 
+def test_warm_sampled_sends_one_sampled_request_after_the_floor_passed(server, capsys):
+    seen = []
+
+    def generate(method, body):
+        seen.append(body['sampling_params'])
+        return 200, fixture_text('eagle3-good-mid', 'generate.json')
+
+    server.routes['/generate'] = generate
+    result, dummy = run_module(capsys, url=server.url, smoke='generate', min_accept_length=1.5, warm_sampled=True)
+    assert not result.get('failed'), result.get('msg')
+    assert [params['temperature'] for params in seen] == [0.0, 1.0]
+    assert seen[1]['max_new_tokens'] == 4
+    assert result['warm_sampled']['ok'] and result['warm_sampled']['seconds'] >= 0
+
+
+def test_warm_sampled_is_not_sent_for_a_drafter_below_the_floor_and_its_failure_fails(server, capsys):
+    temperatures = []
+
+    def generate(method, body, answer='eagle3-random'):
+        temperatures.append(body['sampling_params']['temperature'])
+        if temperatures[-1] > 0:
+            return 500, b'sampling kernels failed to build'
+        return 200, fixture_text(answer, 'generate.json')
+
+    server.routes['/generate'] = generate
+    result, dummy = run_module(capsys, url=server.url, smoke='generate', min_accept_length=1.5, warm_sampled=True)
+    assert result['failed'] and 'not being accepted' in result['msg'] and temperatures == [0.0]
+    server.routes['/generate'] = lambda method, body: generate(method, body, 'eagle3-good-mid')
+    result, dummy = run_module(capsys, url=server.url, smoke='generate', min_accept_length=1.5, warm_sampled=True)
+    assert result['failed'] and result['msg'].startswith('the smoke passed but the sampled warm-up request (warm_sampled)')
+    assert 'HTTP 500' in result['msg'] and result['warm_sampled']['ok'] is False
+
+
 def test_a_drafter_that_is_not_accepted_fails_with_a_pointer_to_drafter_checkpoint(server, capsys):
     server.routes['/generate'] = lambda method, body: (200, fixture_text('eagle3-random', 'generate.json'))
     result, dummy = run_module(capsys, url=server.url, smoke='generate', min_accept_length=1.5)

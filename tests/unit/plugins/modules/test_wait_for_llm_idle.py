@@ -88,3 +88,14 @@ def test_a_server_still_busy_at_the_timeout_is_reported_not_failed():
     server, clock = FakeServer(loads=[], refreshed=(1, 2)), Clock()
     result = wait_idle(server, 3, 0.5, 'metrics', 5, clock=clock, sleep=clock.sleep)
     assert result == dict(idle=False, requests=3, source='metrics', elapsed=3.0, reads=7)
+
+
+def test_a_stopped_server_refuses_the_connection_and_counts_as_idle():
+    import socket
+    from ansible_collections.llmops.serving.plugins.modules.wait_for_llm_idle import first_status
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]  # bound, not listening: the kernel refuses connections to it
+        request = server_api.open_url_request('http://127.0.0.1:%d' % port, {})
+        assert first_status(request, 5) == 'refused'
+    assert first_status(FakeServer(loads=[2]), 5) == 200

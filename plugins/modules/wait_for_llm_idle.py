@@ -19,8 +19,8 @@ description:
     idle server (seen on the H200), and the probe's 1-token generation makes it log one.
   - O(source=auto) picks V(get_load) for an O(version) that routes it and V(metrics) for a later one; without O(version)
     it asks C(/get_load) and falls back to the gauges where the server answers 404.
-  - A server that refuses the connection (nothing listens on its port: it is stopped) runs nothing, so it is idle at
-    once, RV(source) V(not listening).
+  - A server that refuses the connection (nothing listens on its port, it is stopped) runs nothing, so it is idle at
+    once, with RV(source) V(not listening).
   - Never fails because the server stays busy; RV(idle) says whether it went idle. Fails when the server refuses the
     API key or no source can be read.
 author:

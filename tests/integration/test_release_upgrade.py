@@ -103,3 +103,19 @@ def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepa
     listed = ' '.join(status.stdout.split())
     assert listed.index('%s 16 %s' % (OLD, old_python)) < listed.index('%s 16 %s' % (NEW, new_python)), \
         status.stdout[-3000:]
+
+    # Two steps back: after another good change (the old release at depth 3) the history is that change,
+    # the restored old release at depth 16, the upgrade at depth 16; llmops_rollback_to=2 is the upgrade,
+    # engine and argv together.
+    run_playbook('playbooks/deploy.yml', limit=limit, expect_rc=0, timeout=600,
+                 extra_vars=server_vars(OLD, sglang_server_speculative_depth=3))
+    changed = running(fleet)
+    assert all(changed[h][1] == old_python for h in HOSTS), changed
+    two_back = run_playbook('playbooks/rollback.yml', limit=limit, expect_rc=0, timeout=600,
+                            extra_vars=server_vars(OLD, llmops_rollback_to='2'))
+    assert ' '.join(two_back.stdout.split()).count('(2 back, passed') == 2, two_back.stdout[-3000:]
+    restored = running(fleet)
+    for host in HOSTS:
+        argv = fleet.ssh(host, "tr '\\0' ' ' < /proc/%d/cmdline" % restored[host][0]).stdout
+        assert restored[host][0] != changed[host][0] and restored[host][1] == new_python, restored
+        assert '--speculative-num-draft-tokens 16' in argv and '--speculative-num-draft-tokens 3 ' not in argv, argv

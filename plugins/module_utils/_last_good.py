@@ -115,10 +115,11 @@ def _encoded(item):
 def select(history, which):
     """The record of ``history`` (newest first) that ``which`` names, and its index: none, V(last) or
     0 the newest (what the server last passed its checks with), V(previous) the one before it, a
-    number ``n`` the record ``n`` good configurations back, anything else a record id (or a unique
-    prefix of one, at least 4 characters). LookupError, listing the records, when there is none such."""
+    number ``n`` of at most 3 digits the record ``n`` good configurations back, anything else a record
+    id (or a unique prefix of one, at least 4 characters, so an id prefix of digits only is no count).
+    LookupError, listing the records, when there is none such."""
     which = 'last' if which is None or str(which).strip() == '' else str(which).strip()
-    if which in ('last', 'previous') or which.isdigit():
+    if which in ('last', 'previous') or (which.isdigit() and len(which) < 4):
         index = {'last': 0, 'previous': 1}.get(which, None)
         index = int(which) if index is None else index
         if index < len(history):

@@ -80,8 +80,9 @@ options:
   rollback_to:
     description:
       - With V(restored), which record is put back - V(last) (the default), the newest, what the server last passed
-        its checks with; V(previous), the one before it; a number C(n), the record C(n) good configurations back
-        (V(0) is V(last)); or a record id (RV(history[].id), or a unique prefix of at least 4 characters).
+        its checks with; V(previous), the one before it; a number C(n) of at most 3 digits, the record C(n) good
+        configurations back (V(0) is V(last)); or a record id (RV(history[].id), or a unique prefix of at least 4
+        characters, digits only included).
       - With V(read), which record RV(selected) names (nothing is written).
     type: str
     version_added: 1.0.0

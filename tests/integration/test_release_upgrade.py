@@ -22,6 +22,7 @@ from test_sglang_install import build_wheel, install_vars
 
 HOSTS = ['ns1', 'ns2']
 OLD, NEW = '0.5.15.post1', '0.5.23'
+BAD = '0.5.22'  # a release the servers crash on while loading (the simulator's fault, set by its wheel)
 PORT = 31200
 
 
@@ -29,8 +30,10 @@ PORT = 31200
 def releases(tmp_path_factory):
     """A wheelhouse of two simulated releases (this machine's /tmp, which the fleet hosts see)."""
     directory = tmp_path_factory.mktemp('releases')
-    for version in (OLD, NEW):
+    for version in (OLD, NEW, BAD):
         pth = '%s\nimport os; os.environ.setdefault("SGLANG_SIM_VERSION", %r)\n' % (SIM, version)
+        if version == BAD:
+            pth += 'import os; os.environ.setdefault("SGLANG_SIM_FAULT", "crash:load")\n'
         build_wheel(directory, 'sglang', version, 'llmops_sim_release', '', {'llmops-sim-release.pth': pth})
     return str(directory)
 
@@ -119,3 +122,14 @@ def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepa
         argv = fleet.ssh(host, "tr '\\0' ' ' < /proc/%d/cmdline" % restored[host][0]).stdout
         assert restored[host][0] != changed[host][0] and restored[host][1] == new_python, restored
         assert '--speculative-num-draft-tokens 16' in argv and '--speculative-num-draft-tokens 3 ' not in argv, argv
+
+    # A release the servers fail on: the first host of the rollout is put back on the release it ran
+    # (its virtualenv, through its last good launch files) and the rollout stops before the second.
+    install(BAD)
+    failed = run_playbook('playbooks/deploy.yml', limit=limit, expect_rc=2, timeout=600, extra_vars=server_vars(BAD))
+    flat = ' '.join(failed.stdout.split())
+    assert 'simulated crash during load' in flat, failed.stdout[-3000:]
+    back_again = running(fleet)
+    first, second = HOSTS
+    assert back_again[first][0] != restored[first][0] and back_again[first][1] == new_python, back_again
+    assert back_again[second] == restored[second], (back_again, restored)

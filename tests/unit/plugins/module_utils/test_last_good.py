@@ -98,6 +98,13 @@ def test_an_ambiguous_id_prefix_is_refused():
         select(HISTORY + [dict(id='bbbb99990000', recorded_at='t0', metadata={})], 'bbbb')
 
 
+def test_an_id_prefix_of_digits_only_is_an_id_not_a_count():
+    # One id in about 17 starts with 6 decimal digits: a prefix of 4 or more is never "n back".
+    history = HISTORY + [dict(id='123456abcdef', recorded_at='t0', metadata={})]
+    assert select(history, '123456') == (history[3], 3) and select(history, '1234') == (history[3], 3)
+    assert select(history, '3') == (history[3], 3)
+
+
 def test_previous_without_a_previous_record_is_refused():
     with pytest.raises(LookupError, match=r'previous \(1 back\) is not kept; the 1 records kept'):
         select(HISTORY[:1], 'previous')

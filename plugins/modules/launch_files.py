@@ -87,15 +87,15 @@ options:
     default: []
     suboptions:
       path:
-        description: Absolute path of the file. Its directory must exist or be listed in O(directories).
+        description: As the O(files[].path) of O(files).
         type: path
         required: true
       content:
-        description: The whole content of the file (a trailing newline is not added).
+        description: As the O(files[].content) of O(files); never shown.
         type: str
         required: true
       mode:
-        description: Octal mode of the file, as a string.
+        description: Octal mode of the file, as a string; only its owner may read it by default.
         type: str
         default: '0600'
       owner:

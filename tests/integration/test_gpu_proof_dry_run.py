@@ -46,7 +46,8 @@ def test_phase_g_rolling_update_behind_the_real_router(tmp_path):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
     summary = json.loads((tmp_path / 'state' / 'proof' / 'results' / 'summary.json').read_text())
     steps = {step['step']: step for step in summary['steps']}
-    assert list(steps) == ['models', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback', 'g_stop'], proc.stdout[-3000:]
+    assert list(steps) == ['models', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback', 'g_sampled', 'g_stop'], \
+        proc.stdout[-3000:]
     assert {name: step['outcome'] for name, step in steps.items()} == dict.fromkeys(steps, 'PASS'), proc.stdout[-3000:]
     assert proc.returncode == 0
     drained, rollback = steps['g_drain']['figures'], steps['g_rollback']['figures']

@@ -195,9 +195,10 @@ options:
         first sampled request when its JIT cache has none, and answers nothing, C(/health) included,
         meanwhile (seen on an H200). Greedy smoke and benchmark requests never take that path.
       - Needs O(smoke). The time it took is RV(warm_sampled.seconds); with the JIT cache warm it is that of
-        a short request.
+        a short request. On by default, since a server that stalls at its first sampled request is not ready
+        to serve; the role C(sglang_server) relies on this default.
     type: bool
-    default: false
+    default: true
   warm_sampled_timeout:
     description: Seconds the O(warm_sampled) request may take (a cold FlashInfer build included).
     type: float
@@ -441,7 +442,7 @@ ARGUMENT_SPEC = dict(
     smoke_prompt=dict(type='str', default='The capital of France is'),
     smoke_max_tokens=dict(type='int', default=32, no_log=False),
     smoke_timeout=dict(type='float', default=120.0),
-    warm_sampled=dict(type='bool', default=False),
+    warm_sampled=dict(type='bool', default=True),
     warm_sampled_timeout=dict(type='float', default=600.0),
     min_accept_length=dict(type='float'),
 )

@@ -100,7 +100,7 @@ reads:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import _server_api
+from ansible_collections.llmops.serving.plugins.module_utils import _server_api, _wait
 
 ARGUMENT_SPEC = dict(
     _server_api.SERVER_ARGUMENT_SPEC,
@@ -129,10 +129,8 @@ def wait_idle(request, timeout, interval, source, request_timeout, clock=time.mo
 def first_status(request, timeout):
     """HTTP status of ``GET /get_load``; ``'refused'`` when nothing listens on the port; None on another network
     error (a timeout is no proof that nothing runs)."""
-    try:
-        return request('GET', '/get_load', timeout=timeout)[0]
-    except Exception as exc:  # open_url raises URLError around the socket's error
-        return 'refused' if isinstance(getattr(exc, 'reason', exc), ConnectionRefusedError) else None
+    probe = _wait.probe_health(request, '/get_load', timeout)
+    return 'refused' if probe['kind'] == _wait.PROBE_REFUSED else probe['status']
 
 
 def main():

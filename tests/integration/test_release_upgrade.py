@@ -28,7 +28,7 @@ PORT = 31200
 
 @pytest.fixture(scope='module')
 def releases(tmp_path_factory):
-    """A wheelhouse of two simulated releases (this machine's /tmp, which the fleet hosts see)."""
+    """A wheelhouse of three simulated releases, the last one crashing (this machine's /tmp, which the fleet hosts see)."""
     directory = tmp_path_factory.mktemp('releases')
     for version in (OLD, NEW, BAD):
         pth = '%s\nimport os; os.environ.setdefault("SGLANG_SIM_VERSION", %r)\n' % (SIM, version)

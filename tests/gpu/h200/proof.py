@@ -991,8 +991,8 @@ class Proof:
         """Where each server's processes are, for a server that stopped answering: state, CPU
         seconds and kernel wait of each, py-spy's Python stacks (in the shipped wheels) and the GPU's
         utilisation, into hang-<host>.txt."""
-        spy = shutil.which('py-spy') or next((str(p) for p in [Path(self.env.get('LLMOPS_PROOF_PYTHONPATH', '')) / 'bin' / 'py-spy']
-                                              if p.exists()), None)
+        shipped = Path(self.env.get('LLMOPS_PROOF_PYTHONPATH', '')) / 'bin' / 'py-spy'  # the --target install's bin/
+        spy = shutil.which('py-spy') or (str(shipped) if shipped.exists() else None)
         for host, pid in self.g_pids().items():
             if host not in G_SERVERS or pid is None:
                 continue

@@ -309,13 +309,11 @@ class Server(_http.Counters):
         if cap is not None and cap > tokens:
             log('max_total_tokens=%d is larger than the profiled value %d. Use the profiled value instead.' % (cap, tokens))
         capped = cap is not None and cap < tokens
-        tokens = min(tokens, cap) if cap is not None else tokens
+        if capped:
+            tokens = cap
         self.max_total_num_tokens = tokens
         kv_gb = 2 * tokens * per_layer * (layers + drafter_layers) / 1024.0 ** 3
-        if capped:
-            hold = [weights + kv_gb * GB + OVERHEAD_MIB for _b in base]
-        else:
-            hold = [max(weights, b * a['mem_fraction_static']) + OVERHEAD_MIB for b in base]
+        hold = [(weights + kv_gb * GB if capped else max(weights, b * a['mem_fraction_static'])) + OVERHEAD_MIB for b in base]
         self.hold(indexes, hold)
         self.memory_usage = {'weight': round(weights / GB, 2), 'kvcache': round(kv_gb, 2), 'token_capacity': tokens, 'graph': 0.04}
         avail -= weights / GB

@@ -22,6 +22,12 @@ per batch), the same without it (the router group pointed at no group), the rand
 host rolled back (back in the router, no failed request), stop of both servers and the router. On
 the device ``g`` is three calls (``g1``: models, start; ``g2``: both rollouts; ``g3``: rollback,
 stop): its servers and router stay up between them when no step failed.
+``h`` (issue 36, time to serving) a 16 GB Llama-3-8B-shaped model (make_big_model.py) staged by stage.yml
+(a rerun copies nothing), started all cold (page cache dropped, JIT cache folder empty) and restarted by the
+collection's warm start (page cache dropped while the old server serves; the deploy reads the model and the
+engine back before the stop; the JIT caches kept), SGLang's phase lines per start; llm_benchmark beside
+bench_serving on it; stop. On the device three calls (``h1`` model, staging, a cold start; ``h2`` three warm
+restarts and the benchmarks; ``h3`` two more cold starts, stop), the server kept between them.
 Every step is recorded PASS/FAIL/SKIP and the next one runs anyway; the server is always
 stopped before the driver exits. Standard library only.
 """
@@ -68,17 +74,25 @@ PHASES = {
     'g3': ['g_rollback', 'g_sampled', 'g_stop'],
     # The sampled warm-up of wait_for_llm_health (warm_sampled) on an empty FlashInfer JIT cache, then warm.
     'g4': ['models', 'g_warm_sampled', 'g_stop'],
+    # Time to serving on a 16 GB model (issue 36): all-cold starts against the collection's warm restart, then
+    # llm_benchmark beside bench_serving on that model. On the device three calls, the server kept between them.
+    'h': ['models', 'h_model', 'h_stage', 'h_cold', 'h_warm', 'h_warm', 'h_warm', 'h_bench', 'h_cold', 'h_cold', 'stop'],
+    'h1': ['models', 'h_model', 'h_stage', 'h_cold'],
+    'h2': ['h_warm', 'h_warm', 'h_warm', 'h_bench'],
+    'h3': ['h_cold', 'h_cold', 'stop'],
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
-STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200}
+STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200, 'h_cold': 200, 'h_warm': 120}
 STARTS_SERVER = {'g_warm_sampled', 'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
-                 'apikey', 'rollback', 'bench_compare', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback'}
+                 'apikey', 'rollback', 'bench_compare', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback',
+                 'h_cold', 'h_warm', 'h_bench'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
                 'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420,
-                'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_warm_sampled': 520, 'g_stop': 150}
+                'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_warm_sampled': 520, 'g_stop': 150,
+                'h_model': 300, 'h_stage': 300, 'h_cold': 450, 'h_warm': 300, 'h_bench': 420}
 # bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
 COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
 OLD_SGLANG = '0.5.11'  # the last SGLang that loads only midlayer.* drafter names
@@ -88,6 +102,11 @@ G_PORTS = {'SRV1': 30001, 'SRV2': 30002, 'ROUTER': 30080, 'ROUTER_METRICS': 2900
 G_LOAD = {'clients': 8, 'pause_device': 0.0, 'pause_simulate': 0.1, 'warm_requests': 40, 'after_requests': 100}
 G_MIN_REQUESTS = 500  # the drained run must show at least this many (issue 35)
 G_DRAIN_MAX_S = 10.0  # a drain wait above this is the old gauge gate (about 30 s on the H200)
+# Phase h: the model's names in model_stage_models, and what bench_compare sends to it.
+H_MODELS = {'target': 'llama3-8b-shape', 'drafter': 'llama3-8b-shape-eagle3'}
+H_COMPARE = dict(COMPARE, num_prompts=32, rounds=1)
+GRAPH_END = re.compile(r'Capture .*graph end\. (?:Time )?elapsed[=:] ?([0-9.]+) s', re.IGNORECASE)
+LOG_TIME = re.compile(r'^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)')
 DRAIN_LINE = re.compile(r'(\S+): idle ([0-9.]+) s after it left the router \((\S+), (\d+) reads\)')
 
 
@@ -810,11 +829,15 @@ class Proof:
         self.check_flags(step, pid, 5)
         if not step.checks or not all(c['ok'] for c in step.checks):
             return
+        self.compare(step, self.models / 'target', COMPARE)
+
+    def compare(self, step, model, settings):
+        """bench_compare.py (llm_benchmark beside sglang.bench_serving) against the running server."""
         port = self.env.get('LLMOPS_PROOF_PORT') or '30000'
         cmd = [self.ansible_python, str(H200 / 'bench_compare.py'), '--url', 'http://127.0.0.1:%s' % port,
-               '--model', str(self.models / 'target'), '--work', str(self.work / 'compare'), '--out', str(step.folder),
+               '--model', str(model), '--work', str(self.work / 'compare'), '--out', str(step.folder),
                '--collections', str(self.work / 'collections')]
-        for key, value in COMPARE.items():
+        for key, value in settings.items():
             cmd += ['--' + key.replace('_', '-')] + [str(v) for v in (value if isinstance(value, list) else [value])]
         rc, out = self.command(cmd, timeout=max(30.0, self.left() - RESERVE_S))
         (step.folder / 'bench_compare.log').write_text(out[-60000:])
@@ -822,8 +845,8 @@ class Proof:
         path = step.folder / 'compare.json'
         data = json.loads(path.read_text()) if path.exists() else {}
         tables = data.get('tables') or {}
-        step.check('measured at concurrency %s' % COMPARE['concurrency'],
-                   sorted(int(c) for c in tables) == COMPARE['concurrency'], sorted(tables))
+        step.check('measured at concurrency %s' % settings['concurrency'],
+                   sorted(int(c) for c in tables) == settings['concurrency'], sorted(tables))
         step.check('every llm_benchmark run completed every request', data.get('ours_complete') is True,
                    data.get('ours_errors'))
         step.check('every bench_serving run completed every request', data.get('theirs_complete') is True,
@@ -1198,17 +1221,142 @@ class Proof:
                    [str(p) for p in self.g_pidfiles().values() if p.exists()])
         self.g_keep_logs(step)
 
+    # ---------------------------------------------------------------- phase h: time to serving, 16 GB model
+    def step_h_model(self, step):
+        """The 16 GB Llama-3-8B-shaped target and its drafter, written by make_big_model.py with the device's
+        torch into the "source" folder that stage.yml copies from. The dry run copies the tiny ones instead."""
+        source = self.work / 'big-source'
+        if self.simulate:
+            for name, origin in (('target', self.models / 'target'), ('drafter', self.models / 'drafters' / GOOD)):
+                if not (source / name).exists():
+                    shutil.copytree(origin, source / name)
+            rc, out = 0, 'dry run: the tiny target and drafter copied to %s' % source
+        else:
+            rc, out = self.command([self.models_python, str(H200 / 'make_big_model.py'), str(self.models), str(source)],
+                                   env=self.models_env, timeout=STEP_TIMEOUT['h_model'])
+        (step.folder / 'make_big_model.log').write_text(out[-20000:])
+        step.check('model written', rc == 0, out.strip().splitlines()[-1:] if out.strip() else rc)
+        size = sum(p.stat().st_size for p in (source / 'target').glob('*.safetensors'))
+        step.figures['target_gb'] = round(size / 1e9, 2)
+        if not self.simulate:
+            step.check('target of at least 16 GB', size >= 16e9, '%.2f GB' % (size / 1e9))
+
+    def step_h_stage(self, step):
+        """stage.yml copies both from the source folder to the staged location; a second run copies nothing."""
+        source = self.work / 'big-source'
+        extra = {'model_stage_models': [{'name': H_MODELS['target'], 'source': str(source / 'target')},
+                                        {'name': H_MODELS['drafter'], 'source': str(source / 'drafter')}],
+                 'model_stage_dest_root': str(self.work / 'staged'),
+                 'model_stage_manifest_cache_dir': str(self.work / 'manifests')}
+        for label in ('first', 'again'):
+            run = self.playbook(step, REPO / 'playbooks' / 'stage.yml', extra=extra, timeout=STEP_TIMEOUT['h_stage'],
+                                tag=label)
+            step.check('stage.yml (%s) succeeded' % label, run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+            results = [item for r in run.results('model_stage') for item in r.get('results') or [r]]
+            copies = [r for r in results if 'files_copied' in r]
+            copied = sum(r.get('bytes_copied') or 0 for r in copies)
+            step.figures['%s_copied_gb' % label] = round(copied / 1e9, 2)
+            step.figures['%s_seconds' % label] = round(run.seconds, 1)
+            if label == 'first':
+                manifests = [r for r in results if 'manifest_built' in r]
+                step.figures['manifest_s'] = [r.get('seconds') for r in manifests]
+                step.figures['copy_bytes_per_s'] = [r.get('bytes_per_second') for r in copies]
+                paths = run.fact('model_stage_paths') or {}
+                step.check('both staged', sorted(paths) == sorted(H_MODELS.values()), paths)
+                self.memo(h_paths={key: paths.get(name) for key, name in H_MODELS.items()})
+            else:
+                step.check('the rerun copied nothing', copies and copied == 0 and not any(r.get('changed') for r in copies),
+                           [(r.get('files_copied'), r.get('changed')) for r in copies])
+
+    def h_engine_paths(self):
+        """What the engine imports from: the installed wheels and the device's torch and CUDA libraries."""
+        if self.simulate:
+            return [str(REPO / 'tests' / 'sim')]
+        code = 'import os, torch, nvidia; print(os.path.dirname(torch.__file__)); print(list(nvidia.__path__)[0])'
+        rc, out = self.command([self.ansible_python, '-c', code])
+        return [str(self.site)] + (out.split() if rc == 0 else [])
+
+    def drop_caches(self, step):
+        """Empty the page cache (root on the device); the figure says how much was cached before and after."""
+        def cached():
+            for line in Path('/proc/meminfo').read_text().splitlines():
+                if line.startswith('Cached:'):
+                    return round(int(line.split()[1]) / 1e6, 1)
+            return None
+        before = cached()
+        if self.simulate:
+            step.figures['page_cache'] = 'not dropped: dry run (not root here)'
+            return
+        os.sync()
+        try:
+            Path('/proc/sys/vm/drop_caches').write_text('3\n')
+        except OSError as exc:
+            step.check('page cache dropped', False, exc)
+            return
+        step.figures['page_cache'] = 'dropped: %s -> %s GB cached' % (before, cached())
+
+    def h_deploy(self, step, mode, extra):
+        """deploy.yml onto the staged 16 GB model with the JIT caches in the proof's persistent folder; the
+        figures of the start from wait_for_llm_health and from SGLang's own log lines (h_phases)."""
+        paths = self.memo().get('h_paths') or {}
+        if not step.check('the model is staged (step h_stage)', paths.get('target') and paths.get('drafter'), paths):
+            return
+        run, plan, health, smoke, pid = self.deploy(step, dict({
+            'sglang_server_model_path': paths['target'], 'sglang_server_speculative_draft_model_path': paths['drafter'],
+            'sglang_server_speculative_depth': 5, 'llmops_proof_jit_cache': str(self.work / 'jit-cache')}, **extra),
+            STEP_TIMEOUT['h_' + mode])
+        self.check_ready(step, run, health, smoke)
+        step.figures['h_mode'] = mode
+        warm = [r for r in run.results('async_status') if 'bytes' in r]
+        if warm:
+            step.figures.update(warmup_gb=round(warm[-1]['bytes'] / 1e9, 2), warmup_s=warm[-1].get('seconds'),
+                                warmup_skipped_gb=round((warm[-1].get('skipped_bytes') or 0) / 1e9, 2))
+        step.figures['warm_sampled_s'] = (health.get('warm_sampled') or {}).get('seconds')
+        # The role rotates the log at each start (sglang-main.log.1): it holds this start only.
+        text = self.log_path.read_text(errors='replace') if self.log_path.exists() else ''
+        ready = [p.get('elapsed') for p in health.get('phases') or [] if p.get('phase') == 'ready']
+        step.figures.update(h_phases(text, ready[-1] if ready else health.get('elapsed')))
+        return plan
+
+    def step_h_cold(self, step):
+        """All cold: the server stopped, the page cache dropped, the JIT cache folder empty, then deploy.yml."""
+        run = self.playbook(step, REPO / 'playbooks' / 'stop.yml', timeout=STEP_TIMEOUT['stop'], tag='stop')
+        step.check('stop.yml succeeded', run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+        jit = self.work / 'jit-cache'
+        shutil.rmtree(jit, ignore_errors=True)
+        jit.mkdir(parents=True)
+        self.drop_caches(step)
+        plan = self.h_deploy(step, 'cold', {'deploy_warm_start': False})
+        if plan is not None:
+            step.check('the server started', plan.get('action') == 'start', plan.get('action'))
+
+    def step_h_warm(self, step):
+        """The collection's warm restart: with the page cache dropped while the server still serves, deploy.yml
+        restarts it (deploy_warm_start: the model, the drafter and the engine read first; the JIT caches kept)."""
+        step.check('a server is running (the warm start is a restart)', self.server_pid(), self.pidfile)
+        self.drop_caches(step)
+        plan = self.h_deploy(step, 'warm', {'sglang_server_restart': True, 'deploy_warm_start': True,
+                                            'deploy_warm_extra_paths': self.h_engine_paths()})
+        if plan is not None:
+            step.check('the server restarted', plan.get('action') == 'restart', plan.get('action'))
+
+    def step_h_bench(self, step):
+        """llm_benchmark beside bench_serving on the running 16 GB model (depth 5)."""
+        paths = self.memo().get('h_paths') or {}
+        if step.check('a server is running', self.server_pid(), self.pidfile):
+            self.compare(step, paths.get('target'), H_COMPARE)
+
     # ---------------------------------------------------------------- bundle
     def cleanup(self):
         """Stop the server if anything of it is left (recorded as a step); phase g's servers and
-        router too, unless this call (g1, g2) passed and the next one goes on with them."""
+        router too, unless this call (g1, g2, h1, h2) passed and the next one goes on with them."""
+        if self.keep_running:
+            print('the servers (and the router) left running for the next call', flush=True)
+            return
         g_running = any(path.exists() for path in self.g_pidfiles().values())  # phase g's servers are not this one
         if self.pidfile.exists() or (not g_running and self.server_processes(self.server_pid())):
             self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 120)
             self.run_step('stop')
-        if self.keep_running:
-            print('phase g: servers and router left running for the next call', flush=True)
-            return
         if any(path.exists() for path in self.g_pidfiles().values()):
             self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 150)
             self.run_step('g_stop')
@@ -1388,6 +1536,60 @@ def safetensors_names(path):
         return []
 
 
+def h_phases(text, ready_s):
+    """SGLang's start, from its log lines of one start (0.5.15.post1 wording): the scheduler's imports
+    (``server_args=`` to ``Init torch distributed begin``), the target's and the drafter's ``Load weight
+    end. elapsed``, the CUDA graph captures (sum of ``... graph end. elapsed``), and the launcher's imports
+    (the ready time less ``server_args=`` to ``fired up``; one-second log stamps)."""
+    stamps, weights, capture = {}, [], 0.0
+    for line in text.splitlines():
+        found = LOG_TIME.match(line)
+        when = time.mktime(time.strptime(found.group(1), '%Y-%m-%d %H:%M:%S')) if found else None
+        for key, needle in (('args', 'server_args='), ('dist', 'Init torch distributed begin'),
+                            ('fired', 'The server is fired up')):
+            if needle in line and when is not None and key not in stamps:
+                stamps[key] = when
+        weight = re.search(r'Load weight end\. elapsed=([0-9.]+) s', line)
+        if weight:
+            weights.append(float(weight.group(1)))
+        graph = GRAPH_END.search(line)
+        if graph:
+            capture += float(graph.group(1))
+    figures = {'ready_s': ready_s, 'weights_s': weights[0] if weights else None,
+               'draft_weights_s': weights[1] if len(weights) > 1 else None, 'capture_s': round(capture, 2)}
+    if 'args' in stamps and 'dist' in stamps:
+        figures['scheduler_imports_s'] = stamps['dist'] - stamps['args']
+    if 'args' in stamps and 'fired' in stamps and ready_s is not None:
+        figures['launcher_imports_s'] = round(ready_s - (stamps['fired'] - stamps['args']), 1)
+    return figures
+
+
+def h_table(starts):
+    """Phase h: one row per start, the median per mode, and the targets of issue 36."""
+    if not starts:
+        return []
+    cols = ['ready_s', 'launcher_imports_s', 'scheduler_imports_s', 'weights_s', 'draft_weights_s', 'capture_s',
+            'warm_sampled_s', 'warmup_s', 'warmup_gb']
+    out = ['', '## Starts of the 16 GB model (phase h)', '', '| start | mode | outcome | ' + ' | '.join(cols) + ' |',
+           '| --- ' * (len(cols) + 3) + '|']
+    for s in starts:
+        out.append('| %s | %s | %s | %s |' % (s['folder'], s['figures']['h_mode'], s['outcome'],
+                                              ' | '.join(str(s['figures'].get(c)) for c in cols)))
+    medians = {}
+    for mode in ('cold', 'warm'):
+        rows = [s['figures'] for s in starts if s['figures']['h_mode'] == mode and s['outcome'] == 'PASS']
+        medians[mode] = {c: percentile([r[c] for r in rows if isinstance(r.get(c), (int, float))], 0.5) for c in cols}
+        out.append('| median of %d | %s | | %s |' % (len(rows), mode, ' | '.join(
+            '' if medians[mode][c] is None else '%.2f' % medians[mode][c] for c in cols)))
+    cold, warm = medians['cold'], medians['warm']
+    for col, bound in (('ready_s', 0.6), ('weights_s', 0.3)):
+        if cold.get(col) and warm.get(col) is not None:
+            ratio = warm[col] / cold[col]
+            out.append('- warm/cold %s: %.2f (target at most %.1f): %s' % (col, ratio, bound,
+                                                                            'met' if ratio <= bound else 'NOT met'))
+    return out
+
+
 def render(data):
     out = ['# H200 proof of llmops.serving: %s' % data.get('mode'), '']
     for key, value in (data.get('versions') or {}).items():
@@ -1405,6 +1607,7 @@ def render(data):
         for s in runs:
             out.append('| %s | %s | %s |' % (s['folder'], s['outcome'],
                                              ' | '.join(str(s['figures']['rollout'].get(c)) for c in cols)))
+    out += h_table([s for s in data['steps'] if s['figures'].get('h_mode')])
     for s in data['steps']:
         out += ['', '## %s: %s' % (s['folder'], s['outcome'])]
         out += ['- [%s] %s%s' % ('x' if c['ok'] else ' ', c['check'], (': ' + c['detail']) if c['detail'] else '')
@@ -1421,7 +1624,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description='H200 proof of llmops.serving (tests/gpu/README.md)')
     parser.add_argument('--simulate', action='store_true', help='SGLang simulator and nvidia-smi stand-in')
     parser.add_argument('what', nargs='*', default=['all'],
-                        help='phases a, b, c, d (SGLang 0.5.11 installed), e, f, g (device: g1, g2, g3), all (a, b, c; '
+                        help='phases a, b, c, d (SGLang 0.5.11 installed), e, f, g (device: g1, g2, g3), h (device: h1, h2, h3), '
+                             'all (a, b, c; '
                              'default) or step names: %s' % ', '.join(STEP_TIMEOUT))
     args = parser.parse_args(argv)
     steps, label = [], ' '.join(args.what)
@@ -1448,10 +1652,10 @@ def main(argv=None):
                 continue  # once per call, and not again after it passed on this machine
             seen.add(name)
             outcomes.append(proof.run_step(name).outcome)
-        # Phase g's servers and router stay up for the next call (g1 -> g2 -> g3, or a skipped step named
-        # alone) when this call ran a g step, not g_stop, and nothing failed.
-        proof.keep_running = (any(n.startswith('g_') for n in steps) and 'g_stop' not in steps and bool(outcomes)
-                              and all(o in ('PASS', 'SKIP') for o in outcomes))
+        # Phase g's servers and router (phase h's server) stay up for the next call (g1 -> g2 -> g3, h1 -> h2
+        # -> h3, or a skipped step named alone) when this call ran a g (h) step, not the stop, and nothing failed.
+        proof.keep_running = (any(n.startswith(('g_', 'h_')) for n in steps) and not {'g_stop', 'stop'} & set(steps)
+                              and bool(outcomes) and all(o in ('PASS', 'SKIP') for o in outcomes))
     except KeyboardInterrupt as exc:
         print('interrupted (%s): stopping the server' % exc, flush=True)
         proof.keep_running = False

@@ -1,7 +1,8 @@
 """llm_benchmark beside ``sglang.bench_serving`` on one running SGLang server (step bench_compare of proof.py).
 
 The same prompts (one ShareGPT-format file, ``tests/bench_compare.py``), output length
-(``ignore_eos``) and concurrency with each client in turn, rounds interleaved; llm_benchmark
+(``ignore_eos``) and concurrency with each client in turn, after one unrecorded warm-up run at that
+concurrency, rounds interleaved; llm_benchmark
 uses SGLang's native ``/generate`` stream as ``bench_serving --backend sglang`` does. Writes
 ``compare.json`` (every run of both, and per concurrency the table of
 ``bench_compare.compare``) and ``compare.md`` (the ratio table) into ``--out``.
@@ -64,6 +65,9 @@ def main(argv=None):
             'runs': [], 'tables': {}, 'ours_errors': [], 'theirs_errors': []}
     for concurrency in args.concurrency:
         mine, theirs = [], []
+        # Unrecorded: the first batches of a new size after a start stall (H200 phase h: bench_serving, run
+        # first, had TTFT p99 3.3 s against a median of 76 ms at concurrency 32).
+        ours(args.url, 'generate', dataset, args.num_prompts, args.output_len, concurrency)
         for number in range(args.rounds):
             theirs_run = bench_serving(args, dataset, concurrency, args.work / ('bench_serving-c%d-r%d.jsonl' % (
                 concurrency, number)))

@@ -77,7 +77,25 @@ def _row(host, hostvars):
            '-' if not result else depth_label(depth, result.get('adaptive')),
            _figure(result.get('accept_length'), '%.2f'), _one_line(detail))
     canary = variables.get('deploy_canary_verdict') or {}
-    return row, ['%s %s' % (host, line) for line in canary.get('report') or []]
+    lines = ['%s %s' % (host, line) for line in canary.get('report') or []]
+    start = _start_line(result, variables.get('model_stage_warm') or {})
+    return row, lines + (['%s %s' % (host, start)] if start else [])
+
+
+def _start_line(result, warm):
+    """Where a (re)start spent its time: seconds per startup phase (from the server's log, as
+    wait_for_llm_health saw it), the sampled warm-up, and the page cache warm-up done before the stop."""
+    phases = [p for p in result.get('phases') or [] if isinstance(p, dict) and p.get('elapsed') is not None]
+    if not phases:
+        return None
+    spans = ['%s %.1f' % (this['phase'], float(after['elapsed']) - float(this['elapsed']))
+             for this, after in zip(phases, phases[1:])]
+    text = 'start: %s (s), %s at %.1f s' % (', '.join(spans) or '-', phases[-1]['phase'], float(phases[-1]['elapsed']))
+    if result.get('warm_sampled_s') not in (None, ''):
+        text += '; first sampled request %.2f s' % float(result['warm_sampled_s'])
+    if warm.get('bytes') is not None:
+        text += '; page cache warm-up before the stop %.2f GB in %.1f s' % (warm['bytes'] / 1e9, float(warm.get('seconds') or 0))
+    return text
 
 
 def deploy_summary(hosts, hostvars):

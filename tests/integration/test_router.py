@@ -6,7 +6,8 @@ real router 0.3.2 on ns3, installed from the wheelhouse of tests/integration/ins
 changes nothing and keeps its PID; clients without the API key get 401 and the key is in no
 output, log, command line or environment; a drain under streaming load loses no request and
 register puts the server back; a rolling deploy.yml (onto copies staged by stage.yml while the servers
-served, and a depth change, one host per batch) under load drains and registers each server and loses no request; a SIGKILLed worker is taken out within the configured health
+served, and a depth change, one host per batch) under load drains and registers each server and loses no
+request; a SIGKILLed worker is taken out within the configured health
 interval and is back, with traffic, once healthy (both measured and printed); a server whose restart fails (rollback
 off) stays out of the router, the rollout stops and the other server serves every request.
 """

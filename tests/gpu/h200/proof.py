@@ -1585,8 +1585,8 @@ def h_table(starts):
     for col, bound in (('ready_s', 0.6), ('weights_s', 0.3)):
         if cold.get(col) and warm.get(col) is not None:
             ratio = warm[col] / cold[col]
-            out.append('- warm/cold %s: %.2f (target at most %.1f): %s' % (col, ratio, bound,
-                                                                            'met' if ratio <= bound else 'NOT met'))
+            verdict = 'met' if ratio <= bound else 'NOT met'
+            out.append('- warm/cold %s: %.2f (target at most %.1f): %s' % (col, ratio, bound, verdict))
     return out
 
 

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import builtins
-import io
 import json
 import os
 import sys
@@ -115,20 +113,13 @@ def test_missing_paths_are_named_and_nothing_is_probed(capsys, tmp_path):
     assert result['missing_paths'] == {} and result['version'] == '0.5.15.post1'
 
 
-@pytest.mark.parametrize('comm, canary, expected', [
-    ('systemd\n', False, 'systemd'), ('bash\n', True, 'systemd'), ('bash\n', False, 'other'), (None, False, 'other'),
+@pytest.mark.parametrize('fact, booted, expected', [
+    ('systemd', True, 'systemd'), ('systemd', False, 'other'), ('sysvinit', False, 'other'), ('process_api', True, 'other'),
 ])
-def test_service_manager_as_ansibles_fact_decides(monkeypatch, comm, canary, expected):
-    real_open = builtins.open
-
-    def fake_open(path, *args, **kwargs):
-        if path == '/proc/1/comm':
-            if comm is None:
-                raise PermissionError(path)
-            return io.StringIO(comm)
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, 'open', fake_open)
-    monkeypatch.setattr(sglang_launch_check.os.path, 'isdir',
-                        lambda path: canary and path == '/run/systemd/system/')
-    assert sglang_launch_check.service_manager() == expected
+def test_service_manager_is_ansibles_fact_where_systemd_is_booted(monkeypatch, fact, booted, expected):
+    """ansible-core's fact decides, except where it says systemd only because systemd is installed (a container
+    whose /sbin/init links to it): a unit needs a booted systemd."""
+    collector = sglang_launch_check.ServiceMgrFactCollector
+    monkeypatch.setattr(collector, 'collect', lambda self, module=None, collected_facts=None: {'service_mgr': fact})
+    monkeypatch.setattr(collector, 'is_systemd_managed', staticmethod(lambda module: booted))
+    assert sglang_launch_check.service_manager(object()) == expected

@@ -174,6 +174,7 @@ ARGUMENT_SPEC = dict(
     paths=dict(type='dict', default={}),
 )
 
+
 def service_manager(module):
     """'systemd' where ansible-core's service_mgr fact says so and systemd is booted, else 'other'."""
     fact = ServiceMgrFactCollector().collect(module=module, collected_facts={'ansible_system': platform.system()})

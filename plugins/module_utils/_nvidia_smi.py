@@ -193,6 +193,26 @@ def select_gpus(gpus, wanted):
     return sorted(selected, key=lambda g: g['index']), unknown
 
 
+def selection(gpus, apps, wanted):
+    """Return ``(selected, apps_on_them)``: the GPUs ``wanted`` names (``select_gpus``) and the processes on
+    them; a process on a GPU the driver does not list counts only when every GPU is selected. A name the driver
+    does not list raises NvidiaSmiError ``selection``."""
+    selected, unknown = select_gpus(gpus, wanted)
+    if unknown:
+        raise NvidiaSmiError('selection', 'gpus names %s, which nvidia-smi does not list (it lists %s)'
+                             % (', '.join(unknown), ', '.join('%d %s' % (g['index'], g['uuid']) for g in gpus)))
+    indices = set(g['index'] for g in selected)
+    every = len(selected) == len(gpus)
+    return selected, [a for a in apps if a['gpu'] in indices or (every and a['gpu'] is None)]
+
+
+def process_row(app, info):
+    """One process on a GPU as the modules return it: the driver's figures and, where ``info`` (a
+    ``_procs.ProcessInfo``, None when the PID is not visible here) is known, its owner and command line."""
+    return dict(pid=app['pid'], gpu=app['gpu'], used_mib=app['used_mib'], name=app['name'],
+                cmdline=info.command if info else None, user=info.user if info else None, visible=info is not None)
+
+
 def evaluate(gpus, max_used_mib=None, min_free_mib=None, balance=None):
     """Return ``{index: [problem, ...]}`` for every GPU in ``gpus`` (empty list = fine).
 

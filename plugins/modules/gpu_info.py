@@ -128,28 +128,17 @@ from ansible_collections.llmops.serving.plugins.module_utils import _nvidia_smi 
 from ansible_collections.llmops.serving.plugins.module_utils import _procs as procs
 
 
-def describe(app, proc='/proc'):
-    info = procs.read_process(app['pid'], proc) if app['pid'] is not None else None
-    return dict(pid=app['pid'], gpu=app['gpu'], used_mib=app['used_mib'], name=app['name'],
-                cmdline=info.command if info else None, user=info.user if info else None, visible=info is not None)
-
-
 def main():
     module = AnsibleModule(argument_spec=dict(gpus=dict(type='list', elements='str', default=['all']),
                                               nvidia_smi_path=dict(type='str', default='nvidia-smi')),
                            supports_check_mode=True)
     try:
         gpus, apps = smi.snapshot(module.params['nvidia_smi_path'])
+        selected, on_them = smi.selection(gpus, apps, module.params['gpus'])
     except smi.NvidiaSmiError as exc:
         module.fail_json(msg=str(exc), error=exc.kind)
-    selected, unknown = smi.select_gpus(gpus, module.params['gpus'])
-    if unknown:
-        module.fail_json(msg='gpus names %s, which nvidia-smi does not list (it lists %s)' % (
-            ', '.join(unknown), ', '.join('%d %s' % (g['index'], g['uuid']) for g in gpus)), error='selection')
-    wanted = set(g['index'] for g in selected)
-    every = len(selected) == len(gpus)
-    module.exit_json(changed=False, gpus=selected,
-                     processes=[describe(a) for a in apps if a['gpu'] in wanted or (every and a['gpu'] is None)])
+    processes = [smi.process_row(a, procs.read_process(a['pid']) if a['pid'] is not None else None) for a in on_them]
+    module.exit_json(changed=False, gpus=selected, processes=processes)
 
 
 if __name__ == '__main__':

@@ -390,10 +390,7 @@ class GpuMemory:
             infos[pid] = procs.read_process(pid, self.proc) if pid is not None else None
         info = infos[pid]
         pattern = procs.matching_pattern(info.command, self.patterns) if info else None
-        return dict(pid=pid, gpu=app['gpu'], used_mib=app['used_mib'], name=app['name'],
-                    cmdline=info.command if info else None, user=info.user if info else None,
-                    visible=info is not None, matched=pattern is not None, pattern=pattern,
-                    _info=info)
+        return dict(smi.process_row(app, info), matched=pattern is not None, pattern=pattern, _info=info)
 
     def query(self):
         gpus, apps = smi.snapshot(self.params['nvidia_smi_path'], self.runner)
@@ -401,15 +398,9 @@ class GpuMemory:
         if count is not None and len(gpus) != count:
             raise GpuMemoryError('count', 'expected %d GPUs, nvidia-smi lists %d (indices %s)'
                                  % (count, len(gpus), ', '.join(str(g['index']) for g in gpus)))
-        selected, unknown = smi.select_gpus(gpus, self.params['gpus'])
-        if unknown:
-            raise GpuMemoryError('selection', 'gpus names %s, which nvidia-smi does not list (it lists %s)'
-                                 % (', '.join(unknown), ', '.join('%d %s' % (g['index'], g['uuid']) for g in gpus)))
-        wanted = set(g['index'] for g in selected)
+        selected, on_them = smi.selection(gpus, apps, self.params['gpus'])
         infos = {}
-        # A process on a GPU the driver does not list is only considered when all GPUs are selected.
-        every = len(selected) == len(gpus)
-        processes = [self.describe(a, infos) for a in apps if a['gpu'] in wanted or (every and a['gpu'] is None)]
+        processes = [self.describe(a, infos) for a in on_them]
         return gpus, selected, processes
 
     def targets(self, processes):

@@ -102,7 +102,7 @@ def write_drafter(gen, out, shape, tok):
     from safetensors.torch import save_file
 
     tensors = gen.drafter_tensors('good', shape, gen.SEED + 1)
-    h, carrier = shape['hidden'], gen.CARRIER
+    carrier = gen.CARRIER
     fc = torch.zeros_like(tensors['fc.weight'])
     fc[carrier, carrier] = 8.0
     tensors['fc.weight'] = fc
@@ -116,7 +116,6 @@ def write_drafter(gen, out, shape, tok):
     config = gen.drafter_config(shape, tok, gen.EAGLE3_ARCH)
     config['max_position_embeddings'] = 8192
     (out / 'config.json').write_text(json.dumps(config, indent=2) + '\n')
-    assert tensors['lm_head.weight'].shape[1] == h
 
 
 def main(argv=None):

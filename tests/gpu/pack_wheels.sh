@@ -7,6 +7,8 @@
 #       LIST: tests/gpu/wheels-sglang-0.5.15.post1.txt (default) or tests/gpu/wheels-sglang-0.5.11.txt (phase d)
 #       ROUTER_LIST: tests/gpu/wheels-router-0.3.2.txt (phase g): downloaded into the folder router/ of
 #       the shipped wheels, which device_step.sh install does not install (the router role's wheelhouse)
+#   SECOND_RELEASE=tests/gpu/wheels-sglang-0.5.11.txt (phase i): that list's wheels not in LIST go into the
+#       folder release/, also left out of the install; phase i installs both releases side by side from them
 # Output: .whl/parts/N/part (one folder per call, named in `carry`), .whl/parts/COUNT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +28,14 @@ if [ -n "$router_list" ]; then
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d "$dl/router" -r "$router_list"
 fi
+rm -rf "$dl/release"
+if [ -n "${SECOND_RELEASE:-}" ]; then
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    "${platforms[@]}" -d "$dl/release" -r "$SECOND_RELEASE"
+  for whl in "$dl"/release/*.whl; do
+    if [ -f "$dl/$(basename "$whl")" ]; then rm "$whl"; fi
+  done
+fi
 rm -rf .whl/parts && mkdir -p .whl/parts
 tar -C "$dl" -cf - . | split -b "${part_mib}M" -d -a 2 - .whl/parts/part-
 n=0
@@ -34,5 +44,5 @@ for f in .whl/parts/part-*; do
   n=$((n + 1))
 done
 echo "$n" > .whl/parts/COUNT
-(cd "$dl" && shopt -s nullglob && sha256sum -- *.whl router/*.whl) > .whl/parts/SHA256SUMS
+(cd "$dl" && shopt -s nullglob && sha256sum -- *.whl */*.whl) > .whl/parts/SHA256SUMS
 echo "$(du -sh "$dl" | cut -f1) of wheels in $n parts of ${part_mib} MiB under .whl/parts/"

@@ -18,7 +18,8 @@ import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils._releases import venv_path
 from test_deploy import SIM, deploy_vars, summary_rows
-from test_sglang_install import build_wheel, install_vars
+from test_sglang_install import install_vars
+from tiny_wheels import build_wheel
 
 HOSTS = ['ns1', 'ns2']
 OLD, NEW = '0.5.15.post1', '0.5.23'

@@ -11,15 +11,13 @@ nvidia-smi fail with a message that names the variable to set, before anything i
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import re
-import zipfile
 
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils._releases import venv_path
+from tiny_wheels import build_wheel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
@@ -29,30 +27,6 @@ OLD_VERSION = '0.5.11'
 DEP = 'llmops-itest-dep==1.0'
 # The default virtualenv of this release with the extra pin: /opt/llmops/sglang-0.5.15.post1-<hash>.
 VENV = venv_path('sglang', VERSION, [DEP])
-
-
-def build_wheel(directory, name, version, module, init_source, extra_files=None):
-    """Write a pure-Python wheel ``name-version-py3-none-any.whl`` holding ``module/__init__.py`` and
-    ``extra_files`` ({path in site-packages: text})."""
-    dist = '%s-%s' % (name.replace('-', '_'), version)
-    files = {
-        **(extra_files or {}),
-        '%s/__init__.py' % module: init_source,
-        '%s.dist-info/METADATA' % dist: 'Metadata-Version: 2.1\nName: %s\nVersion: %s\n' % (name, version),
-        '%s.dist-info/WHEEL' % dist: 'Wheel-Version: 1.0\nGenerator: llmops-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n',
-    }
-    record = []
-    for path, text in files.items():
-        data = text.encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()
-        record.append('%s,sha256=%s,%d' % (path, digest, len(data)))
-    record.append('%s.dist-info/RECORD,,' % dist)
-    files['%s.dist-info/RECORD' % dist] = '\n'.join(record) + '\n'
-    path = os.path.join(directory, '%s-py3-none-any.whl' % dist)
-    with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as whl:
-        for member, text in files.items():
-            whl.writestr(member, text)
-    return path
 
 
 @pytest.fixture(scope='module')

@@ -45,6 +45,7 @@ import socket
 import struct
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import threading
 import time
@@ -80,19 +81,27 @@ PHASES = {
     'h1': ['models', 'h_model', 'h_stage', 'h_cold'],
     'h2': ['h_warm', 'h_warm', 'h_warm', 'h_bench'],
     'h3': ['h_cold', 'h_cold', 'stop'],
+    # Two SGLang releases side by side (issue 36 item 3): both installed by install.yml, each in its own virtualenv,
+    # a deploy onto the first, the rolling change onto the second, rollback.yml back to the first. On the device two
+    # calls, the server kept between them.
+    'i': ['models', 'i_install', 'i_deploy', 'i_upgrade', 'i_rollback', 'stop'],
+    'i1': ['models', 'i_install', 'i_deploy'],
+    'i2': ['i_upgrade', 'i_rollback', 'stop'],
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
-STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200, 'h_cold': 200, 'h_warm': 120}
+STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200, 'h_cold': 200, 'h_warm': 120,
+              'i_deploy': 200, 'i_upgrade': 200, 'i_rollback': 200}
 STARTS_SERVER = {'g_warm_sampled', 'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
                  'apikey', 'rollback', 'bench_compare', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback',
-                 'h_cold', 'h_warm', 'h_bench'}
+                 'h_cold', 'h_warm', 'h_bench', 'i_deploy', 'i_upgrade', 'i_rollback'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
                 'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420,
                 'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_warm_sampled': 520, 'g_stop': 150,
-                'h_model': 300, 'h_stage': 300, 'h_cold': 450, 'h_warm': 300, 'h_bench': 420}
+                'h_model': 300, 'h_stage': 300, 'h_cold': 450, 'h_warm': 300, 'h_bench': 420,
+                'i_install': 360, 'i_deploy': 420, 'i_upgrade': 420, 'i_rollback': 420}
 # bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
 COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
 OLD_SGLANG = '0.5.11'  # the last SGLang that loads only midlayer.* drafter names
@@ -105,6 +114,11 @@ G_DRAIN_MAX_S = 10.0  # a drain wait above this is the old gauge gate (about 30 
 # Phase h: the model's names in model_stage_models, and what bench_compare sends to it.
 H_MODELS = {'target': 'llama3-8b-shape', 'drafter': 'llama3-8b-shape-eagle3'}
 H_COMPARE = dict(COMPARE, num_prompts=32, rounds=1)
+# Phase i: the releases (and their wheel lists), the first one serving first; the drafter with midlayer.* names,
+# which both load; the wheel the proof writes so that a release's virtualenv sees the device's torch.
+I_RELEASES = {'0.5.15.post1': 'wheels-sglang-0.5.15.post1.txt', OLD_SGLANG: 'wheels-sglang-0.5.11.txt'}
+I_FIRST, I_SECOND = I_RELEASES
+DEVICE_TORCH = 'llmops-device-torch==1.0'
 GRAPH_END = re.compile(r'Capture .*graph end\. (?:Time )?elapsed[=:] ?([0-9.]+) s', re.IGNORECASE)
 LOG_TIME = re.compile(r'^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)')
 DRAIN_LINE = re.compile(r'(\S+): idle ([0-9.]+) s after it left the router \((\S+), (\d+) reads\)')
@@ -464,9 +478,9 @@ class Proof:
         step.check('one GPU seen', len(gpus) == 1, '%d GPUs' % len(gpus))
         step.figures['gpu_table'] = result.get('summary')
 
-    def deploy(self, step, extra, timeout, skip_tags=None, vars_files=()):
+    def deploy(self, step, extra, timeout, skip_tags=None, vars_files=(), playbook='deploy.yml'):
         apps_before = self.nvidia_smi()[0]
-        run = self.playbook(step, REPO / 'playbooks' / 'deploy.yml', extra=extra, timeout=timeout, skip_tags=skip_tags,
+        run = self.playbook(step, REPO / 'playbooks' / playbook, extra=extra, timeout=timeout, skip_tags=skip_tags,
                             vars_files=vars_files)
         self.keep_server_log(step)
         plan = run.fact('sglang_server_plan') or {}
@@ -1347,6 +1361,109 @@ class Proof:
             self.compare(step, paths.get('target'), H_COMPARE)
 
     # ---------------------------------------------------------------- bundle
+    # ---------------------------------------------------------------- phase i: two releases side by side
+    def i_wheelhouse(self):
+        """The wheelhouse of install.yml: on the device the folder release/ that device_step.sh install unpacked
+        (the second release's wheels; the first one's are one folder up, the other --find-links) with the wheel
+        that puts the device's torch on a release's path (its own virtualenv on this device, torch not on PyPI's
+        index there); in the dry run the simulated releases (tests/sim on the path, SGLANG_SIM_VERSION), built
+        as tests/integration/test_release_upgrade.py builds them."""
+        sys.path.insert(0, str(REPO / 'tests'))
+        from tiny_wheels import build_wheel  # pylint: disable=import-outside-toplevel
+        folder = self.work / 'release-wheels' if self.simulate else self.state / 'wheels' / 'release'
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.simulate:
+            for version in I_RELEASES:
+                pth = '%s\nimport os; os.environ.setdefault("SGLANG_SIM_VERSION", %r)\n' % (REPO / 'tests' / 'sim', version)
+                build_wheel(str(folder), 'sglang', version, 'llmops_sim_release', '', {'llmops-sim-release.pth': pth})
+        else:
+            name, version = DEVICE_TORCH.split('==')
+            pth = 'import site; site.addsitedir(%r)\n' % sysconfig.get_paths()['purelib']
+            build_wheel(str(folder), name, version, name.replace('-', '_'), '', {name + '.pth': pth})
+        return folder
+
+    def i_vars(self, version):
+        """install.yml's and deploy.yml's vars of ``version``: its pins (the wheel list's, installed with --no-deps
+        as device_step.sh does), the wheelhouse, the server's python following the release (group_vars), and the
+        server's environment without the proof's PYTHONPATH (the virtualenv decides what the server imports)."""
+        env = {'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
+        if self.simulate:
+            packages, find_links = [], ''
+            env.update(NVSIM_STATE_DIR=self.env['NVSIM_STATE_DIR'], SGLANG_SIM_SPEED=self.env['SGLANG_SIM_SPEED'])
+        else:
+            lines = (REPO / 'tests' / 'gpu' / I_RELEASES[version]).read_text().splitlines()
+            pins = [line.split('#')[0].strip() for line in lines]
+            packages = [pin for pin in pins if pin and not pin.lower().startswith(('sglang==', 'ansible-core=='))]
+            packages.append(DEVICE_TORCH)
+            find_links = ' --find-links %s' % (self.state / 'wheels')
+        return {'llmops_proof_releases': True, 'sglang_install_version': version, 'sglang_install_packages': packages,
+                'sglang_install_wheelhouse': str(self.i_wheelhouse()), 'sglang_install_wheelhouse_on_host': True,
+                'sglang_install_pip_extra_args': '--no-deps' + find_links, 'llmops_proof_env': env,
+                'sglang_server_speculative_draft_model_path': str(self.models / 'drafters' / OTHER),
+                'sglang_server_speculative_depth': 5}
+
+    def i_python(self, version):
+        """The python of ``version``'s virtualenv (module_utils/_releases.py, as the roles name it)."""
+        sys.path.insert(0, str(REPO / 'plugins' / 'module_utils'))
+        from _releases import venv_path  # pylint: disable=import-outside-toplevel
+        packages = self.i_vars(version)['sglang_install_packages']
+        return os.path.join(venv_path('sglang', version, packages, str(self.work / 'releases')), 'bin', 'python')
+
+    def i_check_serving(self, step, run, health, smoke, pid, version):
+        """Health, smoke and acceptance floor, and the running server: ``version``'s python and engine."""
+        self.check_ready(step, run, health, smoke)
+        argv = process_argv(pid)
+        step.figures['python'] = argv[0] if argv else None
+        step.check("the server runs %s's python" % version, argv[:1] == [self.i_python(version)],
+                   'pid %s: %s' % (pid, argv[:1]))
+        result = run.fact('sglang_server_result') or {}
+        step.check('the server reports SGLang %s' % version, result.get('version') == version, result.get('version'))
+        self.check_flags(step, pid, 5)
+
+    def step_i_install(self, step):
+        for version in list(I_RELEASES) + [I_SECOND]:
+            rerun = any(c['check'].startswith('install.yml %s' % version) for c in step.checks)
+            tag = version + ('-rerun' if rerun else '')
+            run = self.playbook(step, REPO / 'playbooks' / 'install.yml', extra=self.i_vars(version), tag=tag,
+                                timeout=STEP_TIMEOUT['i_install'] / 2)
+            result = run.fact('sglang_install_result') or {}
+            step.figures['install_' + tag] = '%.1f s, %d packages installed' % (run.seconds, len(result.get('installed') or []))
+            step.check('install.yml %s%s succeeded' % (version, ' (rerun)' if rerun else ''), run.rc == 0,
+                       'rc %s; %s' % (run.rc, failure_messages(run)))
+            step.check('%s imports in its own virtualenv' % version,
+                       result.get('module_version') == version and result.get('python') == self.i_python(version),
+                       '%s in %s' % (result.get('module_version'), result.get('python')))
+            if rerun:
+                step.check('the rerun installed nothing', result.get('installed') == [] and 'changed=0' in ' '.join(run.recap()),
+                           '%s; %s' % (result.get('installed'), run.recap()))
+        step.check('both virtualenvs side by side', all(Path(self.i_python(v)).exists() for v in I_RELEASES),
+                   [self.i_python(v) for v in I_RELEASES])
+
+    def step_i_deploy(self, step):
+        run, plan, health, smoke, pid = self.deploy(step, self.i_vars(I_FIRST), STEP_TIMEOUT['i_deploy'])
+        self.i_check_serving(step, run, health, smoke, pid, I_FIRST)
+        self.memo(pid_i_first=pid)
+
+    def step_i_upgrade(self, step):
+        before = self.memo().get('pid_i_first')
+        run, plan, health, smoke, pid = self.deploy(step, self.i_vars(I_SECOND), STEP_TIMEOUT['i_upgrade'])
+        self.i_check_serving(step, run, health, smoke, pid, I_SECOND)
+        step.check('a new server', pid is not None and pid != before, '%s -> %s' % (before, pid))
+        change = '%s -> %s' % (I_FIRST, I_SECOND)
+        step.check('the deploy summary names the release change', any(change in line for line in run.lines), change)
+        step.check('%s still installed beside it' % I_FIRST, Path(self.i_python(I_FIRST)).exists())
+        self.memo(pid_i_second=pid)
+
+    def step_i_rollback(self, step):
+        before = self.memo().get('pid_i_second')
+        extra = dict(self.i_vars(I_SECOND), llmops_rollback_to='previous')
+        run, plan, health, smoke, pid = self.deploy(step, extra, STEP_TIMEOUT['i_rollback'], playbook='rollback.yml')
+        pid = self.server_pid()
+        result = run.fact('sglang_server_result') or {}
+        step.check('sglang_server_result says rolled_back', result.get('state') == 'rolled_back', result.get('state'))
+        self.i_check_serving(step, run, health, smoke, pid, I_FIRST)
+        step.check('a new server', pid is not None and pid != before, '%s -> %s' % (before, pid))
+
     def cleanup(self):
         """Stop the server if anything of it is left (recorded as a step); phase g's servers and
         router too, unless this call (g1, g2, h1, h2) passed and the next one goes on with them."""
@@ -1654,7 +1771,7 @@ def main(argv=None):
             outcomes.append(proof.run_step(name).outcome)
         # Phase g's servers and router (phase h's server) stay up for the next call (g1 -> g2 -> g3, h1 -> h2
         # -> h3, or a skipped step named alone) when this call ran a g (h) step, not the stop, and nothing failed.
-        proof.keep_running = (any(n.startswith(('g_', 'h_')) for n in steps) and not {'g_stop', 'stop'} & set(steps)
+        proof.keep_running = (any(n.startswith(('g_', 'h_', 'i_')) for n in steps) and not {'g_stop', 'stop'} & set(steps)
                               and bool(outcomes) and all(o in ('PASS', 'SKIP') for o in outcomes))
     except KeyboardInterrupt as exc:
         print('interrupted (%s): stopping the server' % exc, flush=True)

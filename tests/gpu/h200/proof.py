@@ -257,7 +257,13 @@ class Proof:
         ``tag`` names the log and events files of a step's second and later playbook."""
         suffix = '-' + tag if tag else ''
         events_path = step.folder / ('events%s.jsonl' % suffix)
-        cmd = [self.ansible_python, '-c', ANSIBLE_MAIN, '-i', str(H200 / inventory), str(playbook)]
+        env, main = dict(self.env, LLMOPS_PROOF_EVENTS=str(events_path)), ANSIBLE_MAIN
+        if (extra or {}).get('llmops_proof_releases') and 'PYTHONPATH' in env:
+            # Phase i: a release's virtualenv must not see the proof's wheels through PYTHONPATH, which pip, the
+            # install's version probe and the server would inherit (the first attempt's server imported them):
+            # ansible-core goes on the path of ansible-playbook alone.
+            main = 'import site; site.addsitedir(%r); %s' % (env.pop('PYTHONPATH'), ANSIBLE_MAIN)
+        cmd = [self.ansible_python, '-c', main, '-i', str(H200 / inventory), str(playbook)]
         if skip_tags:
             cmd += ['--skip-tags', skip_tags]
         if limit:
@@ -268,7 +274,6 @@ class Proof:
             cmd += ['-e', '@%s' % path]
         for key, value in (extra or {}).items():
             cmd += ['-e', json.dumps({key: value})]
-        env = dict(self.env, LLMOPS_PROOF_EVENTS=str(events_path))
         timeout = max(10.0, min(timeout, self.left() - RESERVE_S))
         log = step.folder / ('ansible%s.log' % suffix)
         start = time.monotonic()

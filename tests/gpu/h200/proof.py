@@ -28,6 +28,10 @@ collection's warm start (page cache dropped while the old server serves; the dep
 engine back before the stop; the JIT caches kept), SGLang's phase lines per start; llm_benchmark beside
 bench_serving on it; stop. On the device three calls (``h1`` model, staging, a cold start; ``h2`` three warm
 restarts and the benchmarks; ``h3`` two more cold starts, stop), the server kept between them.
+``i`` (issue 36, releases side by side) install.yml installs SGLang 0.5.15.post1 and 0.5.11 each into its own
+virtualenv (tests/gpu/pack_wheels.sh with SECOND_RELEASE ships both), deploy.yml onto the first (the server runs
+its virtualenv's python), the rolling change onto the second, rollback.yml back, each health- and acceptance-checked;
+stop. On the device three calls (``i1`` models, installs; ``i2`` deploy, upgrade; ``i3`` rollback, stop).
 Every step is recorded PASS/FAIL/SKIP and the next one runs anyway; the server is always
 stopped before the driver exits. Standard library only.
 """
@@ -82,11 +86,12 @@ PHASES = {
     'h2': ['h_warm', 'h_warm', 'h_warm', 'h_bench'],
     'h3': ['h_cold', 'h_cold', 'stop'],
     # Two SGLang releases side by side (issue 36 item 3): both installed by install.yml, each in its own virtualenv,
-    # a deploy onto the first, the rolling change onto the second, rollback.yml back to the first. On the device two
-    # calls, the server kept between them.
+    # a deploy onto the first, the rolling change onto the second, rollback.yml back to the first. On the device three
+    # calls (the installs took 217 s there, a start on an empty FlashInfer JIT cache 177 s), the server kept between.
     'i': ['models', 'i_install', 'i_deploy', 'i_upgrade', 'i_rollback', 'stop'],
-    'i1': ['models', 'i_install', 'i_deploy'],
-    'i2': ['i_upgrade', 'i_rollback', 'stop'],
+    'i1': ['models', 'i_install'],
+    'i2': ['i_deploy', 'i_upgrade'],
+    'i3': ['i_rollback', 'stop'],
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
@@ -1747,6 +1752,7 @@ def main(argv=None):
     parser.add_argument('--simulate', action='store_true', help='SGLang simulator and nvidia-smi stand-in')
     parser.add_argument('what', nargs='*', default=['all'],
                         help='phases a, b, c, d (SGLang 0.5.11 installed), e, f, g (device: g1, g2, g3), h (device: h1, h2, h3), '
+                             'i (device: i1, i2, i3), '
                              'all (a, b, c; '
                              'default) or step names: %s' % ', '.join(STEP_TIMEOUT))
     args = parser.parse_args(argv)

@@ -6,13 +6,17 @@ llmops_rollback_to=previous`` bringing launch files and engine back together.
 The "releases" are wheels built here (``sglang==V`` from the test's wheelhouse, real pip and venv):
 each holds only a ``.pth`` file that puts the simulator (tests/sim, a TEST DOUBLE) on the path and
 makes it simulate release V (``SGLANG_SIM_VERSION``), so the virtualenv decides the version a server
-runs, as with real releases. Two namespace hosts, one at a time; a server of its own name and port.
+runs, as with real releases. Two namespace hosts, one at a time; a server of its own name and port. On the
+systemd host, a server of the old release that crashes after the new one was installed, before the rollout
+reaches it, is restarted by its unit on the old release. The same upgrade behind the real router under streaming
+load: tests/integration/test_router.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -27,16 +31,20 @@ BAD = '0.5.22'  # a release the servers crash on while loading (the simulator's 
 PORT = 31200
 
 
-@pytest.fixture(scope='module')
-def releases(tmp_path_factory):
-    """A wheelhouse of three simulated releases, the last one crashing (this machine's /tmp, which the fleet hosts see)."""
-    directory = tmp_path_factory.mktemp('releases')
+def build_releases(directory):
+    """Write the wheels of three simulated releases into ``directory``, the last one crashing."""
     for version in (OLD, NEW, BAD):
         pth = '%s\nimport os; os.environ.setdefault("SGLANG_SIM_VERSION", %r)\n' % (SIM, version)
         if version == BAD:
             pth += 'import os; os.environ.setdefault("SGLANG_SIM_FAULT", "crash:load")\n'
         build_wheel(directory, 'sglang', version, 'llmops_sim_release', '', {'llmops-sim-release.pth': pth})
     return str(directory)
+
+
+@pytest.fixture(scope='module')
+def releases(tmp_path_factory):
+    """The simulated releases' wheelhouse (this machine's /tmp, which the fleet hosts see)."""
+    return build_releases(tmp_path_factory.mktemp('releases'))
 
 
 def server_vars(version, **overrides):
@@ -134,3 +142,38 @@ def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepa
     first, second = HOSTS
     assert back_again[first][0] != restored[first][0] and back_again[first][1] == new_python, back_again
     assert back_again[second] == restored[second], (back_again, restored)
+
+
+def test_a_crash_before_its_turn_restarts_on_its_own_release(fleet, prepare_simulator, run_playbook, releases):
+    """systemd (sd1): a server of the old release that crashes after the new release was installed beside it,
+    before the rollout reaches it, is restarted by its unit (Restart=on-failure) on the old release: the unit
+    names the python of the old release's virtualenv, which the install did not touch."""
+    host, unit = 'sd1', 'llmops-sglang-ru.service'
+    old_python = os.path.join(venv_path('sglang', OLD), 'bin', 'python')
+
+    def main_pid():
+        return int(fleet.ssh(host, 'systemctl show -p MainPID --value %s' % unit).stdout.strip() or 0)
+
+    def argv0(pid):
+        return fleet.ssh(host, "tr '\\0' '\\n' < /proc/%d/cmdline | head -1" % pid).stdout.strip()
+
+    prepare_simulator(limit=host, extra_vars=dict(server_vars(OLD), sglang_server_python='/usr/bin/python3'))
+    for version in (OLD, NEW):
+        run_playbook('playbooks/install.yml', limit=host, expect_rc=0,
+                     extra_vars=install_vars(releases, sglang_install_version=version, sglang_install_packages=[]))
+        if version == OLD:
+            run_playbook('playbooks/deploy.yml', limit=host, extra_vars=server_vars(OLD), expect_rc=0, timeout=600)
+            crashed = main_pid()
+            assert crashed and argv0(crashed) == old_python
+    assert main_pid() == crashed  # installing the new release did not touch the server
+    try:
+        fleet.ssh(host, 'kill -KILL %d' % crashed)
+        deadline = time.monotonic() + 60  # RestartSec=10, then the simulator's start
+        while main_pid() in (0, crashed):
+            assert time.monotonic() < deadline, fleet.ssh(host, 'systemctl status %s || true' % unit).stdout
+            time.sleep(0.5)
+        restarted = main_pid()
+        assert argv0(restarted) == old_python
+        assert fleet.ssh(host, 'systemctl show -p NRestarts --value %s' % unit).stdout.strip() == '1'
+    finally:
+        run_playbook('playbooks/stop.yml', limit=host, extra_vars=server_vars(OLD), expect_rc=0)

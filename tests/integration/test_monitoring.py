@@ -10,7 +10,10 @@ LlmopsSpecAcceptLengthBelowFloor fire (times measured and printed), removing it 
 a stopped server (ns3) fires LlmopsSGLangServerDown while its group still has ready servers; with
 serving_monitoring_install_prometheus the role installs and runs Debian's Prometheus under systemd on
 sd1 (--check first changes nothing), which then scrapes the same servers and loads the rules; a rerun
-changes nothing.
+changes nothing. The speculation guard's whole loop: Prometheus sends the collapse alert to Debian's
+Alertmanager (started by the test on the alertmanager.yml the role wrote), which posts it to the rulebook in
+the real ansible-rulebook, whose playbooks/remediate.yml puts the host on its fallback; a second collapse
+within the cooldown is not acted on.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ import urllib.parse
 import urllib.request
 
 import pytest
+import yaml
+
+from test_speculation_guard_rulebook import rulebook  # noqa: F401  pylint: disable=unused-import  (a fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')
@@ -91,7 +97,7 @@ def poll(predicate, timeout, what, interval=0.2):
 class Prometheus:
     """Debian's prometheus binary on a free port with a temporary data directory."""
 
-    def __init__(self, directory, targets, rules):
+    def __init__(self, directory, targets, rules, alertmanager):
         self.port = free_port()
         self.url = 'http://127.0.0.1:%d' % self.port
         config = os.path.join(directory, 'prometheus.yml')
@@ -99,6 +105,7 @@ class Prometheus:
             json.dump({'global': {'scrape_interval': '%ds' % INTERVAL, 'evaluation_interval': '%ds' % INTERVAL,
                                   'scrape_timeout': '%ds' % INTERVAL},
                        'rule_files': [rules],
+                       'alerting': {'alertmanagers': [{'static_configs': [{'targets': [alertmanager]}]}]},
                        'scrape_configs': [{'job_name': 'llmops-sglang', 'file_sd_configs': [{'files': [targets]}]}]}, f)
         self.log = open(os.path.join(directory, 'prometheus.log'), 'w', encoding='utf-8')
         self.proc = subprocess.Popen(
@@ -135,6 +142,32 @@ class Prometheus:
         self.log.close()
 
 
+class Alertmanager:
+    """Debian's prometheus-alertmanager on a free port, with the configuration the role wrote (no clustering)."""
+
+    def __init__(self, directory, config):
+        self.address = '127.0.0.1:%d' % free_port()
+        self.log = open(os.path.join(directory, 'alertmanager.log'), 'w', encoding='utf-8')
+        self.proc = subprocess.Popen(
+            ['prometheus-alertmanager', '--config.file=' + config, '--storage.path=' + os.path.join(directory, 'am-data'),
+             '--web.listen-address=' + self.address, '--cluster.listen-address='],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        poll(self.ready, 60, 'Alertmanager to be ready')
+
+    def ready(self):
+        assert self.proc.poll() is None, 'alertmanager exited: see %s' % self.log.name
+        try:
+            with urllib.request.urlopen('http://%s/-/ready' % self.address, timeout=2) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(20)
+        self.log.close()
+
+
 class Traffic(threading.Thread):
     """Keeps every server busy with small /generate requests (about ten a second each) until stopped."""
 
@@ -162,27 +195,34 @@ class Traffic(threading.Thread):
 
 @pytest.fixture
 def monitored(clean_fleet, run_playbook, prepare_simulator, tmp_path):
-    """ns1-ns3 serving (simulator), the role's files in tmp_path/llmops, a Prometheus reading them, traffic."""
+    """ns1-ns3 serving (simulator), the role's files in tmp_path/llmops, a Prometheus reading them and sending its
+    alerts to an Alertmanager configured by the role (the collapse alert to a speculation guard's webhook on the
+    port ``guard_port``, where a test may start the rulebook), traffic: ``(fleet, prometheus, run_playbook,
+    guard_port)``."""
     fleet = clean_fleet
     prepare_simulator(extra_vars=fleet_vars())
     run_playbook('playbooks/deploy.yml', extra_vars=fleet_vars(), expect_rc=0, timeout=600)
-    out = str(tmp_path / 'llmops')
+    out, guard_port = str(tmp_path / 'llmops'), free_port()
     monitoring = dict(fleet_vars(), serving_monitoring_dir=out, serving_monitoring_group='fleet_ns',
                       serving_monitoring_validate=True, serving_monitoring_accept_length_window='%ds' % WINDOW,
                       serving_monitoring_accept_length_for='%ds' % FOR, serving_monitoring_down_for='%ds' % FOR,
-                      serving_monitoring_no_ready_for='%ds' % FOR)
+                      serving_monitoring_no_ready_for='%ds' % FOR,
+                      serving_monitoring_guard_webhook_url='http://127.0.0.1:%d/' % guard_port,
+                      serving_monitoring_guard_group_wait='1s')
     del monitoring['llmops_hosts']  # the monitoring play runs on localhost
     result = run_playbook('playbooks/monitoring.yml', extra_vars=monitoring, expect_rc=0)
     assert API_KEY not in result.stdout + result.stderr
+    alertmanager = Alertmanager(str(tmp_path), os.path.join(out, 'alertmanager.yml'))
     prometheus = Prometheus(str(tmp_path), os.path.join(out, 'llmops-sglang-targets.json'),
-                            os.path.join(out, 'llmops-sglang.rules.yml'))
+                            os.path.join(out, 'llmops-sglang.rules.yml'), alertmanager.address)
     traffic = Traffic([fleet.hosts[h]['address'] for h in NS])
     traffic.start()
     try:
-        yield fleet, prometheus, run_playbook
+        yield fleet, prometheus, run_playbook, guard_port
     finally:
         traffic.stop()
         prometheus.stop()
+        alertmanager.stop()
 
 
 def active_at(alert):
@@ -196,14 +236,15 @@ def accept_length(prometheus, host):
     return float(result[0]['value'][1]) if result else None
 
 
+def targets_up(prometheus):
+    """The three targets, once all are up."""
+    targets = prometheus.api('targets')['activeTargets']
+    return targets if len(targets) == 3 and all(t['health'] == 'up' for t in targets) else None
+
+
 def test_prometheus_alerts_on_the_fleet(monitored):
-    fleet, prometheus, run_playbook = monitored
-
-    def all_up():
-        targets = prometheus.api('targets')['activeTargets']
-        return targets if len(targets) == 3 and all(t['health'] == 'up' for t in targets) else None
-
-    targets = poll(all_up, 60, 'three targets up')[0]
+    fleet, prometheus, run_playbook = monitored[:3]
+    targets = poll(lambda: targets_up(prometheus), 60, 'three targets up')[0]
     by_host = {t['labels']['host']: t for t in targets}
     assert sorted(by_host) == NS
     for host in NS:
@@ -280,3 +321,68 @@ def check_prometheus_installed_on_sd1(fleet, run_playbook):
         assert again.changed('sd1') == 0
     finally:  # sd1 is not reset between tests
         fleet.ssh('sd1', 'systemctl disable --now prometheus')
+
+
+def server_pid(fleet, host):
+    data = fleet.ssh(host, 'cat /run/llmops/sglang-main.pid 2>/dev/null || echo null').stdout.strip()
+    return json.loads(data)['pid'] if data.startswith('{') else None
+
+
+def journal(fleet, host):
+    """The steps of the host's remediation journal (playbooks/tasks/remediation_record.yml)."""
+    out = fleet.ssh(host, 'cat /var/lib/llmops/remediations.jsonl 2>/dev/null || true').stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_speculation_guard_remediates_the_collapsed_host(monitored, rulebook, tmp_path):  # noqa: F811
+    """The loop with real parts: ns1's drafter quality drops under traffic; Prometheus fires the acceptance
+    alert and sends it to Debian's Alertmanager, configured by the role (group_wait 1 s), which posts it to the
+    collection's webhook source in ansible-rulebook running rulebook llmops.serving.speculation_guard; that
+    runs playbooks/remediate.yml for ns1, which puts ns1 on the fallback depth 3 (it has no other good
+    configuration); the collapse was passing (the knob is turned back once the alert fired), so the fallback
+    passes its floor. ns2 and ns3 keep their servers; each step is in ns1's journal; the time from the collapse
+    to each part is printed and bounded. A second collapse of ns1 inside the guard's cooldown is not acted on.
+    No router here (test_router.py drains behind the real one); the fleet-wide decision: the rulebook test."""
+    fleet, prometheus, dummy, guard_port = monitored
+    guard = tmp_path / 'guard'
+    with open(fleet.inventory, encoding='utf-8') as f:
+        hosts = yaml.safe_load(f)
+    guard_vars = dict(fleet_vars(), llmops_remediate_state_file=str(guard / 'state.json'), llmops_remediate_fallback=3)
+    rulebook({}, {'all': {'vars': guard_vars, 'children': hosts}}, port=guard_port)
+
+    def decisions():
+        path = guard / 'decisions.jsonl'
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def collapse():
+        """Turn ns1's knob once its acceptance is measured above the floor; (when, the alert, firing seen)."""
+        poll(lambda: (accept_length(prometheus, 'ns1') or 0) > FLOOR + 0.5, 90, 'ns1 acceptance above the floor')
+        fleet.ssh('ns1', 'echo random > %s' % QUALITY_FILE)
+        turned = time.time()
+        alert, fired = poll(lambda: prometheus.alerts('LlmopsSpecAcceptLengthBelowFloor').get('ns1'),
+                            WINDOW + FOR + 30, 'the acceptance alert to fire')
+        return turned, alert, fired
+
+    poll(lambda: targets_up(prometheus), 60, 'three targets up')
+    before = {host: server_pid(fleet, host) for host in NS}
+    turned, alert, fired = collapse()
+    fleet.ssh('ns1', 'rm %s' % QUALITY_FILE)
+    steps, done = poll(lambda: [e['step'] for e in journal(fleet, 'ns1')] if any(
+        e['step'] == 'remediated' for e in journal(fleet, 'ns1')) else None, 240, "ns1's remediation")
+    after = {host: server_pid(fleet, host) for host in NS}
+    argv = fleet.ssh('ns1', "tr '\\0' ' ' < /proc/%d/cmdline" % after['ns1']).stdout
+    print('\nspeculation guard (Prometheus, Alertmanager, ansible-rulebook, remediate.yml): collapse -> alert pending '
+          '%.1f s, firing %.1f s, remediated %.1f s after the collapse (journal: %s)'
+          % (active_at(alert) - turned, fired - turned, done - turned, ', '.join(steps)))
+    assert steps == ['started', 'drained', 'fallback', 'remediated'], steps
+    assert after['ns1'] not in (None, before['ns1']) and '--speculative-num-draft-tokens 3 ' in argv, argv
+    assert {host: after[host] for host in ('ns2', 'ns3')} == {host: before[host] for host in ('ns2', 'ns3')}
+    # Alertmanager's group_wait + ansible-rulebook starting ansible-playbook + the fallback deploy
+    assert done - fired < 180
+
+    seen = len(decisions())  # the decision to remediate and the record that it finished
+    collapse()
+    decision = poll(lambda: next((d for d in decisions()[seen:] if d['host'] == 'ns1'), None), 120,
+                    "the guard's decision on ns1's second collapse")[0]
+    assert decision['reason'] == 'cooldown', decision
+    assert server_pid(fleet, 'ns1') == after['ns1'] and len(journal(fleet, 'ns1')) == len(steps)

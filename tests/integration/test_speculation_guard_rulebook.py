@@ -73,13 +73,15 @@ def wait_for(predicate, timeout, what):
 
 @pytest.fixture
 def rulebook(tmp_path):
-    """Start ansible-rulebook on llmops.serving.speculation_guard; yield (port, log path); stop it."""
+    """Yield ``start(rulebook_vars, inventory, port=None)``, which starts ansible-rulebook on
+    llmops.serving.speculation_guard (its webhook on ``port``, default a free one) and returns (port, log path);
+    stop them all."""
     procs = []
 
-    def start(rulebook_vars, inventory):
+    def start(rulebook_vars, inventory, port=None):
         if not os.path.isdir(os.path.join(COLLECTIONS, 'ansible_collections', 'llmops', 'serving')):
             raise RuntimeError('run "make collection" first')
-        port = free_port()
+        port = port or free_port()
         (tmp_path / 'vars.yml').write_text(json.dumps(dict({'webhook_host': '127.0.0.1', 'webhook_port': port},
                                                            **rulebook_vars)))
         (tmp_path / 'inventory.yml').write_text(json.dumps(inventory))

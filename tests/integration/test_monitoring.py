@@ -32,7 +32,8 @@ import urllib.request
 import pytest
 import yaml
 
-from test_speculation_guard_rulebook import rulebook  # noqa: F401  pylint: disable=unused-import  (a fixture)
+# The rulebook fixture (ansible-rulebook on the collection's speculation guard), used by a test here.
+from test_speculation_guard_rulebook import rulebook  # noqa: F401  pylint: disable=unused-import
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM = os.path.join(ROOT, 'tests', 'sim')

@@ -10,10 +10,12 @@ LlmopsSpecAcceptLengthBelowFloor fire (times measured and printed), removing it 
 a stopped server (ns3) fires LlmopsSGLangServerDown while its group still has ready servers; with
 serving_monitoring_install_prometheus the role installs and runs Debian's Prometheus under systemd on
 sd1 (--check first changes nothing), which then scrapes the same servers and loads the rules; a rerun
-changes nothing. The speculation guard's whole loop: Prometheus sends the collapse alert to Debian's
-Alertmanager (started by the test on the alertmanager.yml the role wrote), which posts it to the rulebook in
-the real ansible-rulebook, whose playbooks/remediate.yml puts the host on its fallback; a second collapse
-within the cooldown is not acted on.
+changes nothing. The speculation guard's whole loop, behind the real sglang-router (on sd1) under streaming
+load: Prometheus sends the collapse alert to Debian's Alertmanager (started by the test on the
+alertmanager.yml the role wrote), which posts it to the rulebook in the real ansible-rulebook, whose
+playbooks/remediate.yml drains the host, puts it on its fallback and registers it again; a second collapse
+within the cooldown is not acted on; a collapse of most of the fleet remediates nothing and raises the
+fleet-wide alert in Alertmanager; no request fails.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -32,6 +35,8 @@ import urllib.request
 import pytest
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'perf'))
+from router_failover import Load  # noqa: E402  (tests/perf/router_failover.py)
 # The rulebook fixture (ansible-rulebook on the collection's speculation guard), used by a test here.
 from test_speculation_guard_rulebook import rulebook  # noqa: F401  pylint: disable=unused-import
 
@@ -45,6 +50,11 @@ FLOOR = 1.5
 INTERVAL = 1        # scrape and evaluation interval (s)
 WINDOW = 10         # serving_monitoring_accept_length_window (s)
 FOR = 8             # serving_monitoring_accept_length_for and serving_monitoring_down_for (s)
+# The guard test's real sglang-router, on the systemd host, in front of ns1-ns3 (its own name and port there).
+ROUTER_HOST = 'sd1'
+ROUTER_VARS = {'sglang_router_name': 'guard', 'sglang_router_port': 30081, 'sglang_router_prometheus_port': 29081,
+               'sglang_router_policy': 'round_robin', 'sglang_router_wheelhouse': os.path.join(ROOT, '.cache', 'router-wheels'),
+               'sglang_router_health_check_interval_secs': 2, 'sglang_router_health_failure_threshold': 2}
 
 
 def fleet_vars():
@@ -163,6 +173,10 @@ class Alertmanager:
         except OSError:
             return False
 
+    def alerts(self, name):
+        url = 'http://%s/api/v2/alerts?%s' % (self.address, urllib.parse.urlencode({'filter': 'alertname="%s"' % name}))
+        return get_json(url)
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(20)
@@ -219,7 +233,7 @@ def monitored(clean_fleet, run_playbook, prepare_simulator, tmp_path):
     traffic = Traffic([fleet.hosts[h]['address'] for h in NS])
     traffic.start()
     try:
-        yield fleet, prometheus, run_playbook, guard_port
+        yield fleet, prometheus, run_playbook, guard_port, alertmanager
     finally:
         traffic.stop()
         prometheus.stop()
@@ -336,54 +350,83 @@ def journal(fleet, host):
 
 
 def test_speculation_guard_remediates_the_collapsed_host(monitored, rulebook, tmp_path):  # noqa: F811
-    """The loop with real parts: ns1's drafter quality drops under traffic; Prometheus fires the acceptance
-    alert and sends it to Debian's Alertmanager, configured by the role (group_wait 1 s), which posts it to the
-    collection's webhook source in ansible-rulebook running rulebook llmops.serving.speculation_guard; that
-    runs playbooks/remediate.yml for ns1, which puts ns1 on the fallback depth 3 (it has no other good
-    configuration); the collapse was passing (the knob is turned back once the alert fired), so the fallback
-    passes its floor. ns2 and ns3 keep their servers; each step is in ns1's journal; the time from the collapse
-    to each part is printed and bounded. A second collapse of ns1 inside the guard's cooldown is not acted on.
-    No router here (test_router.py drains behind the real one); the fleet-wide decision: the rulebook test."""
-    fleet, prometheus, dummy, guard_port = monitored
+    """The loop with real parts, behind the real sglang-router (on sd1, in front of ns1-ns3) under streaming load:
+    ns1's drafter quality drops; Prometheus fires the acceptance alert and sends it to Debian's Alertmanager,
+    configured by the role (group_wait 1 s), which posts it to the collection's webhook source in ansible-rulebook
+    running rulebook llmops.serving.speculation_guard; that runs playbooks/remediate.yml for ns1, which drains ns1
+    from the router, puts it on the fallback depth 3 (it has no other good configuration) and registers it again;
+    the collapse was passing (the knob is turned back once the alert fired), so the fallback passes its floor.
+    ns2 and ns3 keep their servers; each step is in ns1's journal; the time from the collapse to each part is
+    printed and bounded. A second collapse of ns1 inside the guard's cooldown is not acted on. Then ns2 and ns3
+    collapse too: a fleet-wide shift, so nothing is remediated and the guard raises LlmopsSpecFleetWideCollapse
+    in Alertmanager. No streaming request fails or is cut short throughout."""
+    fleet, prometheus, run_playbook, guard_port, alertmanager = monitored
     guard = tmp_path / 'guard'
     with open(fleet.inventory, encoding='utf-8') as f:
-        hosts = yaml.safe_load(f)
-    guard_vars = dict(fleet_vars(), llmops_remediate_state_file=str(guard / 'state.json'), llmops_remediate_fallback=3)
-    rulebook({}, {'all': {'vars': guard_vars, 'children': hosts}}, port=guard_port)
+        groups = dict(yaml.safe_load(f), sglang_servers={'hosts': {host: None for host in NS}},
+                      sglang_routers={'hosts': {ROUTER_HOST: None}})
+    inventory = tmp_path / 'guard-inventory.yml'
+    inventory.write_text(json.dumps({'all': {'children': groups}}))
+    served = dict(fleet_vars(), **ROUTER_VARS)
+    run_playbook('playbooks/router.yml', inventory=str(inventory), extra_vars=served, expect_rc=0, timeout=600)
+    router = 'http://%s:%d' % (fleet.hosts[ROUTER_HOST]['address'], ROUTER_VARS['sglang_router_port'])
+    guard_vars = dict(served, llmops_remediate_state_file=str(guard / 'state.json'), llmops_remediate_fallback=3,
+                      llmops_remediate_alertmanager_url='http://' + alertmanager.address)
+    rulebook({}, {'all': {'vars': guard_vars, 'children': groups}}, port=guard_port)
 
     def decisions():
         path = guard / 'decisions.jsonl'
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
-    def collapse():
-        """Turn ns1's knob once its acceptance is measured above the floor; (when, the alert, firing seen)."""
-        poll(lambda: (accept_length(prometheus, 'ns1') or 0) > FLOOR + 0.5, 90, 'ns1 acceptance above the floor')
-        fleet.ssh('ns1', 'echo random > %s' % QUALITY_FILE)
+    def collapse(host):
+        """Turn the host's knob once its acceptance is measured above the floor; (when, the alert, firing seen)."""
+        poll(lambda: (accept_length(prometheus, host) or 0) > FLOOR + 0.5, 90, host + ' acceptance above the floor')
+        fleet.ssh(host, 'echo random > %s' % QUALITY_FILE)
         turned = time.time()
-        alert, fired = poll(lambda: prometheus.alerts('LlmopsSpecAcceptLengthBelowFloor').get('ns1'),
-                            WINDOW + FOR + 30, 'the acceptance alert to fire')
+        alert, fired = poll(lambda: prometheus.alerts('LlmopsSpecAcceptLengthBelowFloor').get(host),
+                            WINDOW + FOR + 30, "%s's acceptance alert to fire" % host)
         return turned, alert, fired
 
     poll(lambda: targets_up(prometheus), 60, 'three targets up')
     before = {host: server_pid(fleet, host) for host in NS}
-    turned, alert, fired = collapse()
-    fleet.ssh('ns1', 'rm %s' % QUALITY_FILE)
-    steps, done = poll(lambda: [e['step'] for e in journal(fleet, 'ns1')] if any(
-        e['step'] == 'remediated' for e in journal(fleet, 'ns1')) else None, 240, "ns1's remediation")
-    after = {host: server_pid(fleet, host) for host in NS}
-    argv = fleet.ssh('ns1', "tr '\\0' ' ' < /proc/%d/cmdline" % after['ns1']).stdout
-    print('\nspeculation guard (Prometheus, Alertmanager, ansible-rulebook, remediate.yml): collapse -> alert pending '
-          '%.1f s, firing %.1f s, remediated %.1f s after the collapse (journal: %s)'
-          % (active_at(alert) - turned, fired - turned, done - turned, ', '.join(steps)))
-    assert steps == ['started', 'drained', 'fallback', 'remediated'], steps
-    assert after['ns1'] not in (None, before['ns1']) and '--speculative-num-draft-tokens 3 ' in argv, argv
-    assert {host: after[host] for host in ('ns2', 'ns3')} == {host: before[host] for host in ('ns2', 'ns3')}
-    # Alertmanager's group_wait + ansible-rulebook starting ansible-playbook + the fallback deploy
-    assert done - fired < 180
+    try:
+        with Load(router, key=API_KEY, model='tiny-llama', pause=0.1) as load:
+            poll(lambda: load.sent >= 20, 60, 'streaming requests through the router')
+            turned, alert, fired = collapse('ns1')
+            fleet.ssh('ns1', 'rm %s' % QUALITY_FILE)
+            steps, done = poll(lambda: [e['step'] for e in journal(fleet, 'ns1')] if any(
+                e['step'] == 'remediated' for e in journal(fleet, 'ns1')) else None, 240, "ns1's remediation")
+            after = {host: server_pid(fleet, host) for host in NS}
+            argv = fleet.ssh('ns1', "tr '\\0' ' ' < /proc/%d/cmdline" % after['ns1']).stdout
+            print('\nspeculation guard (Prometheus, Alertmanager, ansible-rulebook, remediate.yml, behind the router): '
+                  'collapse -> alert pending %.1f s, firing %.1f s, remediated %.1f s after the collapse (journal: %s)'
+                  % (active_at(alert) - turned, fired - turned, done - turned, ', '.join(steps)))
+            assert steps == ['started', 'drained', 'fallback', 'remediated'], steps
+            assert after['ns1'] not in (None, before['ns1']) and '--speculative-num-draft-tokens 3 ' in argv, argv
+            assert {host: after[host] for host in ('ns2', 'ns3')} == {host: before[host] for host in ('ns2', 'ns3')}
+            # Alertmanager's group_wait + ansible-rulebook starting ansible-playbook + drain, fallback deploy, register
+            assert done - fired < 180
 
-    seen = len(decisions())  # the decision to remediate and the record that it finished
-    collapse()
-    decision = poll(lambda: next((d for d in decisions()[seen:] if d['host'] == 'ns1'), None), 120,
-                    "the guard's decision on ns1's second collapse")[0]
-    assert decision['reason'] == 'cooldown', decision
-    assert server_pid(fleet, 'ns1') == after['ns1'] and len(journal(fleet, 'ns1')) == len(steps)
+            seen = len(decisions())  # the decision to remediate and the record that it finished
+            collapse('ns1')
+            decision = poll(lambda: next((d for d in decisions()[seen:] if d['host'] == 'ns1'), None), 120,
+                            "the guard's decision on ns1's second collapse")[0]
+            assert decision['reason'] == 'cooldown', decision
+
+            # ns2 and ns3 follow: two of three at once (ns1, acted on within its cooldown, no longer counts),
+            # a shift of the whole fleet, not a bad host.
+            for host in ('ns2', 'ns3'):
+                fleet.ssh(host, 'echo random > %s' % QUALITY_FILE)
+            fleet_alert = poll(lambda: alertmanager.alerts('LlmopsSpecFleetWideCollapse'), WINDOW + FOR + 120,
+                               'the fleet-wide alert in Alertmanager')[0]
+            shifted = [d for d in decisions()[seen:] if d['reason'] == 'fleet_wide']
+            assert shifted and shifted[0]['fleet_alert'], decisions()[seen:]
+            assert not [d for d in decisions()[seen:] if d['reason'] not in ('cooldown', 'fleet_wide')], decisions()[seen:]
+            assert fleet_alert[0]['annotations']['hosts'] == 'ns2,ns3', fleet_alert
+            assert {host: server_pid(fleet, host) for host in NS} == after
+            assert len(journal(fleet, 'ns1')) == len(steps)
+            assert not journal(fleet, 'ns2') and not journal(fleet, 'ns3')
+        print('streaming through the router: %d requests, %d failed, %d truncated' % (load.sent, load.failed, load.truncated))
+        assert load.sent > 100 and (load.failed, load.truncated) == (0, 0)
+    finally:  # sd1 is not reset between tests
+        fleet.ssh(ROUTER_HOST, 'systemctl disable --now llmops-sglang-router-guard.service; true')

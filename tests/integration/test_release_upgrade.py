@@ -6,10 +6,10 @@ llmops_rollback_to=previous`` bringing launch files and engine back together.
 The "releases" are wheels built here (``sglang==V`` from the test's wheelhouse, real pip and venv):
 each holds only a ``.pth`` file that puts the simulator (tests/sim, a TEST DOUBLE) on the path and
 makes it simulate release V (``SGLANG_SIM_VERSION``), so the virtualenv decides the version a server
-runs, as with real releases. Two namespace hosts, one at a time; a server of its own name and port. On the
-systemd host, a server of the old release that crashes after the new one was installed, before the rollout
-reaches it, is restarted by its unit on the old release. The same upgrade behind the real router under streaming
-load: tests/integration/test_router.py.
+runs, as with real releases. Three namespace hosts, one at a time, behind the real sglang-router (on the
+systemd host) under streaming load; a server of its own name and port. On the systemd host, a server of the
+old release that crashes after the new one was installed, before the rollout reaches it, is restarted by its
+unit on the old release.
 """
 
 from __future__ import annotations
@@ -21,14 +21,16 @@ import time
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils._releases import venv_path
+from router_bed import Load, healthy_workers, router_vars, systemd_router  # noqa: F401  pylint: disable=unused-import
 from test_deploy import SIM, deploy_vars, summary_rows
 from test_sglang_install import install_vars
 from tiny_wheels import build_wheel
 
-HOSTS = ['ns1', 'ns2']
+HOSTS = ['ns1', 'ns2', 'ns3']
 OLD, NEW = '0.5.15.post1', '0.5.23'
 BAD = '0.5.22'  # a release the servers crash on while loading (the simulator's fault, set by its wheel)
 PORT = 31200
+ROUTER = router_vars('ru', 31280)
 
 
 def build_releases(directory):
@@ -50,7 +52,7 @@ def releases(tmp_path_factory):
 def server_vars(version, **overrides):
     """deploy.yml's vars without sglang_server_python: the server runs the python of ``version``'s virtualenv."""
     base = deploy_vars(sglang_server_name='ru', sglang_server_port=PORT, llmops_serial=1, sglang_server_api_key='',
-                       sglang_install_version=version)
+                       sglang_install_version=version, sglang_server_host='0.0.0.0', **ROUTER)
     del base['sglang_server_python']
     base.update(overrides)
     return base
@@ -67,7 +69,12 @@ def running(fleet):
 
 
 def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepare_simulator, run_playbook,
-                                                              releases):
+                                                              releases, systemd_router):
+    """Behind the router, 8 streaming clients throughout: install the new release beside the old one (nothing
+    that serves is touched), a dry run naming the change, the rolling upgrade (each host drained, restarted
+    exactly once on the new python, registered again), a rerun (restarts nothing), another good change,
+    rollback.yml two steps back (engine and argv together, listed by status.yml), then a release the servers
+    fail on: the first host is put back on the release it ran and the rollout stops. No request fails."""
     fleet, limit = clean_fleet, ','.join(HOSTS)
     old_python, new_python = (os.path.join(venv_path('sglang', v), 'bin', 'python') for v in (OLD, NEW))
     # The test bed (simulated GPUs, tiny checkpoints) is prepared with the system's python.
@@ -80,68 +87,78 @@ def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepa
     install(OLD)
     first = run_playbook('playbooks/deploy.yml', limit=limit, extra_vars=server_vars(OLD), expect_rc=0, timeout=600)
     assert {h: summary_rows(first)[h][4] for h in HOSTS} == {h: 'sglang %s SIMULATOR' % OLD for h in HOSTS}
+    inventory, dummy, router = systemd_router(HOSTS, server_vars(OLD))
     before = running(fleet)
     assert {argv0 for dummy, argv0 in before.values()} == {old_python}
 
-    # The new release installs beside the old one; nothing that serves is touched.
-    install(NEW)
-    assert running(fleet) == before
-    for host in HOSTS:
-        fleet.ssh(host, 'test -x %s && test -x %s' % (old_python, new_python))
+    def deploy(version, expect_rc=0, **overrides):
+        return run_playbook('playbooks/deploy.yml', inventory=inventory, limit=limit, expect_rc=expect_rc, timeout=900,
+                            extra_vars=server_vars(version, **overrides))
 
-    dry = run_playbook('playbooks/deploy.yml', limit=limit, extra_vars=server_vars(NEW), check=True, expect_rc=0)
-    assert {h: summary_rows(dry)[h][4] for h in HOSTS} == {h: 'sglang %s -> %s SIMULATOR' % (OLD, NEW) for h in HOSTS}
-    assert running(fleet) == before
+    def rollback(to):
+        return run_playbook('playbooks/rollback.yml', inventory=inventory, limit=limit, expect_rc=0, timeout=900,
+                            extra_vars=server_vars(NEW, llmops_rollback_to=to))
 
-    upgrade = run_playbook('playbooks/deploy.yml', limit=limit, extra_vars=server_vars(NEW), expect_rc=0, timeout=600)
-    rows = summary_rows(upgrade)
-    assert {h: rows[h][1:3] + [rows[h][4]] for h in HOSTS} == \
-        {h: ['ready', 'restart', 'sglang %s -> %s SIMULATOR' % (OLD, NEW)] for h in HOSTS}
-    upgraded = running(fleet)
-    assert all(upgraded[h][0] != before[h][0] and upgraded[h][1] == new_python for h in HOSTS), upgraded
+    def drained(result):
+        return result.stdout.count('Take the server out of the routers in front of it')
 
-    # Back one good configuration: the old launch files, so the old release, through the same checks.
-    back = run_playbook('playbooks/rollback.yml', limit=limit, expect_rc=0, timeout=600,
-                        extra_vars=server_vars(NEW, llmops_rollback_to='previous'))
-    flat = ' '.join(back.stdout.split())
-    assert flat.count('(1 back, passed') == 2, back.stdout[-3000:]
-    after = running(fleet)
-    assert all(after[h][0] != upgraded[h][0] and after[h][1] == old_python for h in HOSTS), after
-    assert all('%s: rolled_back to record' % h in flat and 'sglang %s' % OLD in flat for h in HOSTS)
+    with Load(router, model='tiny-llama', clients=4, pause=0.1) as load:
+        # The new release installs beside the old one; nothing that serves is touched.
+        install(NEW)
+        assert running(fleet) == before
+        for host in HOSTS:
+            fleet.ssh(host, 'test -x %s && test -x %s' % (old_python, new_python))
 
-    # The restored configuration is the newest record again; the upgrade is one back.
-    status = run_playbook('playbooks/status.yml', limit=limit, expect_rc=0,
-                          extra_vars=server_vars(NEW, llmops_status_history=True))
-    listed = ' '.join(status.stdout.split())
-    assert listed.index('%s 16 %s' % (OLD, old_python)) < listed.index('%s 16 %s' % (NEW, new_python)), \
-        status.stdout[-3000:]
+        dry = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=limit, extra_vars=server_vars(NEW),
+                           check=True, expect_rc=0)
+        assert {h: summary_rows(dry)[h][4] for h in HOSTS} == {h: 'sglang %s -> %s SIMULATOR' % (OLD, NEW) for h in HOSTS}
+        assert running(fleet) == before
 
-    # Two steps back: after another good change (the old release at depth 3) the history is that change,
-    # the restored old release at depth 16, the upgrade at depth 16; llmops_rollback_to=2 is the upgrade,
-    # engine and argv together.
-    run_playbook('playbooks/deploy.yml', limit=limit, expect_rc=0, timeout=600,
-                 extra_vars=server_vars(OLD, sglang_server_speculative_depth=3))
-    changed = running(fleet)
-    assert all(changed[h][1] == old_python for h in HOSTS), changed
-    two_back = run_playbook('playbooks/rollback.yml', limit=limit, expect_rc=0, timeout=600,
-                            extra_vars=server_vars(OLD, llmops_rollback_to='2'))
-    assert ' '.join(two_back.stdout.split()).count('(2 back, passed') == 2, two_back.stdout[-3000:]
-    restored = running(fleet)
-    for host in HOSTS:
-        argv = fleet.ssh(host, "tr '\\0' ' ' < /proc/%d/cmdline" % restored[host][0]).stdout
-        assert restored[host][0] != changed[host][0] and restored[host][1] == new_python, restored
-        assert '--speculative-num-draft-tokens 16' in argv and '--speculative-num-draft-tokens 3 ' not in argv, argv
+        upgrade = deploy(NEW)
+        rows = summary_rows(upgrade)
+        assert {h: rows[h][1:3] + [rows[h][4]] for h in HOSTS} == \
+            {h: ['ready', 'restart', 'sglang %s -> %s SIMULATOR' % (OLD, NEW)] for h in HOSTS}
+        assert drained(upgrade) == len(HOSTS)
+        upgraded = running(fleet)
+        assert all(upgraded[h][0] != before[h][0] and upgraded[h][1] == new_python for h in HOSTS), upgraded
+        deploy(NEW)
+        assert running(fleet) == upgraded  # the rerun restarts nothing
 
-    # A release the servers fail on: the first host of the rollout is put back on the release it ran
-    # (its virtualenv, through its last good launch files) and the rollout stops before the second.
-    install(BAD)
-    failed = run_playbook('playbooks/deploy.yml', limit=limit, expect_rc=2, timeout=600, extra_vars=server_vars(BAD))
-    flat = ' '.join(failed.stdout.split())
-    assert 'simulated crash during load' in flat, failed.stdout[-3000:]
-    back_again = running(fleet)
-    first, second = HOSTS
-    assert back_again[first][0] != restored[first][0] and back_again[first][1] == new_python, back_again
-    assert back_again[second] == restored[second], (back_again, restored)
+        # Another good change (the new release at depth 3), then two steps back: the configuration before the
+        # upgrade, engine and argv together, through the same drain and checks.
+        deploy(NEW, sglang_server_speculative_depth=3)
+        changed = running(fleet)
+        assert all(changed[h][0] != upgraded[h][0] and changed[h][1] == new_python for h in HOSTS), changed
+        back = rollback('2')
+        flat = ' '.join(back.stdout.split())
+        assert flat.count('(2 back, passed') == len(HOSTS) and drained(back) == len(HOSTS), back.stdout[-3000:]
+        assert all('%s: rolled_back to record' % h in flat and 'sglang %s' % OLD in flat for h in HOSTS)
+        restored = running(fleet)
+        for host in HOSTS:
+            argv = fleet.ssh(host, "tr '\\0' ' ' < /proc/%d/cmdline" % restored[host][0]).stdout
+            assert restored[host][0] != changed[host][0] and restored[host][1] == old_python, restored
+            assert '--speculative-num-draft-tokens 16' in argv and '--speculative-num-draft-tokens 3 ' not in argv, argv
+
+        # The restored configuration is the newest record again, the change and the upgrade behind it.
+        status = run_playbook('playbooks/status.yml', inventory=inventory, limit=limit, expect_rc=0,
+                              extra_vars=server_vars(NEW, llmops_status_history=True))
+        listed = ' '.join(status.stdout.split())
+        assert listed.index('%s 16 %s' % (OLD, old_python)) < listed.index('%s 3 %s' % (NEW, new_python)) < \
+            listed.index('%s 16 %s' % (NEW, new_python)), status.stdout[-3000:]
+
+        # A release the servers fail on: the first host of the rollout is put back on the release it ran
+        # (its virtualenv, through its last good launch files) and the rollout stops before the second.
+        install(BAD)
+        failed = deploy(BAD, expect_rc=2)
+        flat = ' '.join(failed.stdout.split())
+        assert 'simulated crash during load' in flat, failed.stdout[-3000:]
+        back_again = running(fleet)
+        assert back_again[HOSTS[0]][0] != restored[HOSTS[0]][0] and back_again[HOSTS[0]][1] == old_python, back_again
+        assert {h: back_again[h] for h in HOSTS[1:]} == {h: restored[h] for h in HOSTS[1:]}, (back_again, restored)
+        assert healthy_workers(router) == sorted('http://%s:%d' % (fleet.hosts[h]['address'], PORT) for h in HOSTS)
+    print('\nrelease upgrade %s -> %s, a change, a rollback two back, a failing release, behind the router (%d servers, '
+          'serial 1): %d requests, %d failed, %d truncated' % (OLD, NEW, len(HOSTS), load.sent, load.failed, load.truncated))
+    assert load.sent > 100 and (load.failed, load.truncated) == (0, 0)
 
 
 def test_a_crash_before_its_turn_restarts_on_its_own_release(fleet, prepare_simulator, run_playbook, releases):

@@ -8,10 +8,9 @@ output, log, command line or environment; a drain under streaming load loses no 
 register puts the server back; a rolling deploy.yml (onto copies staged by stage.yml while the servers
 served, and a depth change, one host per batch) under load drains and registers each server and loses no
 request; a SIGKILLed worker is taken out within the configured health
-interval and is back, with traffic, once healthy (both measured and printed); a release upgrade (two simulated
-releases installed side by side) rolls through the router and rolls back with rollback.yml under load without a
-failed request; a server whose restart fails (rollback
-off) stays out of the router, the rollout stops and the other server serves every request.
+interval and is back, with traffic, once healthy (both measured and printed); a server whose restart fails
+(rollback off) stays out of the router, the rollout stops and the other server serves every request. A release
+upgrade behind a router: test_release_upgrade.py (three servers, the router on sd1).
 """
 
 from __future__ import annotations
@@ -20,21 +19,16 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from ansible_collections.llmops.serving.plugins.module_utils._releases import venv_path
-from test_deploy import API_KEY, deploy_vars, summary_rows
-from test_release_upgrade import NEW, OLD, build_releases
-from test_sglang_install import install_vars
+from router_bed import Load
+from test_deploy import API_KEY, deploy_vars
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'perf'))
-from router_failover import Load  # noqa: E402  (tests/perf/router_failover.py)
 
 # Each load client waits this long after each request: unpaced, 8 clients against the simulator
 # keep both cores of the test machine busy and slow the playbooks under test.
@@ -366,61 +360,6 @@ def test_killed_worker_out_within_interval_and_back_when_healthy(bed, run_playbo
     assert out_s <= INTERVAL * (THRESHOLD + 1) + 2
     assert counts[1] == 0  # failed attempts were retried on ns1
     assert completions_served(fleet, 'ns2') > served  # round_robin sends it traffic again
-
-
-def test_release_upgrade_under_load_rolls_and_rolls_back(bed, run_playbook, tmp_path):
-    """A release upgrade behind the router: both releases installed side by side while the servers serve
-    (simulated releases, real pip and virtualenvs, tests/integration/test_release_upgrade.py), then under 8
-    streaming clients deploy.yml with the new sglang_install_version, one host per batch (each server drained,
-    restarted once on the new release's python, registered again), a rerun (restarts nothing) and rollback.yml
-    -e llmops_rollback_to=previous (both back on the old release through the same drain): no request fails
-    or is cut."""
-    fleet, inventory, router = bed[:3]
-    limit = ','.join(SERVERS)
-    pythons = {version: os.path.join(venv_path('sglang', version), 'bin', 'python') for version in (OLD, NEW)}
-    releases = build_releases(tmp_path)
-
-    def release_vars(version, **overrides):
-        extra = router_vars(sglang_install_version=version, llmops_serial=1, **overrides)
-        del extra['sglang_server_python']  # the server runs the python of the release's virtualenv
-        return extra
-
-    def running():
-        """host -> (PID, the python its command line starts with)."""
-        pids = {host: pid_of(fleet, host, SERVER_PIDFILE) for host in SERVERS}
-        return {host: (pid, fleet.ssh(host, "tr '\\0' '\\n' < /proc/%d/cmdline | head -1" % pid).stdout.strip())
-                for host, pid in pids.items()}
-
-    for version in (OLD, NEW):
-        run_playbook('playbooks/install.yml', inventory=inventory, limit=limit, expect_rc=0,
-                     extra_vars=install_vars(releases, sglang_install_version=version, sglang_install_packages=[]))
-    run_playbook('playbooks/deploy.yml', inventory=inventory, limit=limit, extra_vars=release_vars(OLD), expect_rc=0,
-                 timeout=600)
-    before = running()
-    assert {python for dummy, python in before.values()} == {pythons[OLD]}, before
-    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
-        wait_for(lambda: load.sent >= 20, 60)
-        upgrade = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=limit, extra_vars=release_vars(NEW),
-                               expect_rc=0, timeout=900)
-        upgraded = running()
-        run_playbook('playbooks/deploy.yml', inventory=inventory, limit=limit, extra_vars=release_vars(NEW),
-                     expect_rc=0, timeout=600)
-        rerun = running()
-        back = run_playbook('playbooks/rollback.yml', inventory=inventory, limit=limit, expect_rc=0, timeout=900,
-                            extra_vars=release_vars(NEW, llmops_rollback_to='previous'))
-        after = running()
-    print('\nrelease upgrade %s -> %s and rollback behind the router (2 servers, serial 1): %d requests, %d failed, '
-          '%d truncated' % (OLD, NEW, load.sent, load.failed, load.truncated))
-    rows = summary_rows(upgrade)
-    assert {h: rows[h][1:3] + [rows[h][4]] for h in SERVERS} == \
-        {h: ['ready', 'restart', 'sglang %s -> %s SIMULATOR' % (OLD, NEW)] for h in SERVERS}
-    assert upgrade.stdout.count('Take the server out of the routers in front of it') == 2
-    assert all(upgraded[h][0] != before[h][0] and upgraded[h][1] == pythons[NEW] for h in SERVERS), upgraded
-    assert rerun == upgraded
-    assert back.stdout.count('Take the server out of the routers in front of it') == 2
-    assert all(after[h][0] != upgraded[h][0] and after[h][1] == pythons[OLD] for h in SERVERS), after
-    assert load.failed == 0 and load.truncated == 0
-    assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
 
 
 def test_a_host_whose_restart_fails_stays_out_and_the_rollout_stops(bed, run_playbook):

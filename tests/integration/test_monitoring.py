@@ -32,7 +32,6 @@ import urllib.parse
 import urllib.request
 
 import pytest
-import yaml
 
 from router_bed import Load, router_vars, systemd_router  # noqa: F401  pylint: disable=unused-import
 # The rulebook fixture (ansible-rulebook on the collection's speculation guard), used by a test here.

@@ -16,6 +16,7 @@ import os
 import struct
 import time
 
+from ansible_collections.llmops.serving.plugins.module_utils import _safetensors
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
 
 DEFAULT_STATE_DIR = '/var/lib/llmops/last-good'
@@ -31,10 +32,11 @@ def read_file(path):
         return None, None
 
 
-def _digest(path):
-    """SHA-256 of a safetensors file's header (length prefix included), or of a whole config.json."""
+def _digest(path, kind_of=None):
+    """SHA-256 of a safetensors file's header (length prefix included), or of a whole config.json; a backup
+    is hashed as the file ``kind_of`` it was taken of."""
     with open(path, 'rb') as handle:
-        if not path.endswith('.safetensors'):
+        if not (kind_of or path).endswith('.safetensors'):
             return hashlib.sha256(handle.read()).hexdigest()
         prefix = handle.read(8)
         length = struct.unpack('<Q', prefix)[0] if len(prefix) == 8 else 0
@@ -55,6 +57,62 @@ def fingerprint(paths):
         stat = os.stat(path)
         out[path] = dict(size=stat.st_size, mtime_ns=stat.st_mtime_ns, sha256=_digest(path))
     return out
+
+
+def backups_of(path):
+    """The backups drafter_checkpoint keeps beside ``path`` (``NAME.<time>.header-backup``: the length prefix
+    and header region an in-place fix overwrote; ``NAME.<time>.orig``: a hard link to the file it replaced),
+    newest first."""
+    head, tail = os.path.split(path)
+    try:
+        names = os.listdir(head or '.')
+    except OSError:
+        return []
+    return sorted((os.path.join(head, name) for name in names
+                   if name.startswith(tail + '.') and name.endswith(('.header-backup', '.orig'))), reverse=True)
+
+
+def _is_backup_of(backup, path, want):
+    """Whether ``backup`` holds ``path`` as fingerprinted in ``want`` ({size, sha256}) and can be put back."""
+    if backup.endswith('.header-backup'):
+        with open(backup, 'rb') as handle:
+            saved = handle.read(MAX_HEADER_BYTES + 8)
+        with open(path, 'rb') as handle:
+            prefix = handle.read(8)
+        # Written over the same region: the file keeps its size and header length.
+        return (hashlib.sha256(saved).hexdigest() == want.get('sha256') and os.path.getsize(path) == want.get('size')
+                and len(prefix) == 8 and saved[:8] == prefix)
+    return os.path.getsize(backup) == want.get('size') and _digest(backup, kind_of=path) == want.get('sha256')
+
+
+def _put_back(backup, path):
+    if backup.endswith('.header-backup'):
+        with open(backup, 'rb') as handle:
+            saved = handle.read()
+        _safetensors.write_header_in_place(_safetensors.read_header(path), saved[8:])
+        return
+    temporary = '%s.llmops-restore-%d' % (path, os.getpid())
+    os.link(backup, temporary)  # the original inode, as the fix left it beside the file
+    os.replace(temporary, path)
+    _safetensors.fsync_dir(path)
+
+
+def restore_fingerprinted(recorded, check_mode=False):
+    """Put back, from drafter_checkpoint's backups, each file of ``recorded`` (a record's fingerprints) whose
+    size or hash differs now. Returns (restored paths, paths that still differ: no backup holds them)."""
+    now = _content(fingerprint(list(recorded)))
+    restored, left = [], []
+    for path, want in sorted(recorded.items()):
+        if now.get(path) == (want.get('size'), want.get('sha256')):
+            continue
+        source = next((b for b in backups_of(path) if os.path.exists(path) and _is_backup_of(b, path, want)), None)
+        if source is None:
+            left.append(path)
+            continue
+        if not check_mode:
+            _put_back(source, path)
+        restored.append(path)
+    return restored, left
 
 
 def _content(prints):

@@ -63,8 +63,11 @@ options:
         drafter fix rewrites), for each C(config.json) its size, modification time and SHA-256.
       - Size and hash are compared; the modification time is kept for information (a file that was only touched
         has not changed).
-      - V(restored) lists in RV(changed_since_record) what differs now and warns; it does not change these files
-        (with C(drafter_backup) the drafter role keeps the original header beside a fixed file).
+      - V(restored) puts back each of these files that differs now from a backup that
+        M(llmops.serving.drafter_checkpoint) kept beside it (C(NAME.<time>.header-backup) of an in-place fix,
+        C(NAME.<time>.orig) of a rewrite; the drafter role's C(drafter_backup)) and whose content is the
+        recorded one (RV(restored_from_backup)); it lists in RV(changed_since_record) and warns about what still
+        differs, no backup holding it.
     type: list
     elements: path
     default: []
@@ -173,10 +176,18 @@ selected:
   type: dict
   version_added: 1.0.0
 changed_since_record:
-  description: With V(restored), the fingerprinted files that differ from the record (changed or gone).
+  description: With V(restored), the fingerprinted files that differ from the record (changed or gone) and that no
+    backup beside them could put back.
   returned: when O(state=restored)
   type: list
   elements: str
+restored_from_backup:
+  description: With V(restored), the fingerprinted files put back from a backup beside them (in check mode, that
+    would be).
+  returned: when O(state=restored)
+  type: list
+  elements: str
+  version_added: 1.0.0
 '''
 
 import os
@@ -184,8 +195,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
 from ansible_collections.llmops.serving.plugins.module_utils._last_good import (
-    DEFAULT_HISTORY, DEFAULT_STATE_DIR, Record, _content, fingerprint, matches, read_file, recorded_files, select,
-    summary)
+    DEFAULT_HISTORY, DEFAULT_STATE_DIR, Record, fingerprint, matches, read_file, recorded_files, restore_fingerprinted,
+    select, summary)
 
 ARGUMENT_SPEC = dict(
     name=dict(type='str', required=True),
@@ -254,14 +265,12 @@ def restore(module, store, history):
         if not module.check_mode:
             os.makedirs(os.path.dirname(item['path']), exist_ok=True)
             write_atomically(item['path'], item['content'], item['mode'])
-    recorded = old.get('fingerprints') or {}
-    now = fingerprint(list(recorded))
-    before, after = _content(recorded), _content(now)
-    drifted = sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
+    restored, drifted = restore_fingerprinted(old.get('fingerprints') or {}, check_mode=module.check_mode)
     if drifted:
-        module.warn('since the last good configuration of server %s was recorded, these files changed: %s; the '
-                    'rollback restores the launch files only' % (module.params['name'], ', '.join(drifted)))
-    return changed_files != [], changed_files, old, diffs, drifted
+        module.warn('since the last good configuration of server %s was recorded, these files changed and no '
+                    'backup beside them holds them as recorded: %s; the rollback restores the launch files and '
+                    'the engine only' % (module.params['name'], ', '.join(drifted)))
+    return changed_files != [] or restored != [], changed_files, old, diffs, drifted, restored
 
 
 def main():
@@ -271,12 +280,12 @@ def main():
     try:
         store = Record(params['state_dir'], params['name'])
         history = store.history()
-        diffs, drifted, selected = [], None, None
+        diffs, drifted, restored, selected = [], None, None, None
         if params['state'] == 'recorded':
             changed, changed_files, history = record(module, store, history)
             current = history[0] if history else None
         elif params['state'] == 'restored':
-            changed, changed_files, current, diffs, drifted = restore(module, store, history)
+            changed, changed_files, current, diffs, drifted, restored = restore(module, store, history)
         else:
             changed, changed_files, current = False, [], history[0] if history else None
             if params['rollback_to'] is not None:
@@ -295,7 +304,7 @@ def main():
                       fingerprints=current.get('fingerprints') or {},
                       files=[item['path'] for item in current['files']])
     if drifted is not None:
-        result['changed_since_record'] = drifted
+        result.update(changed_since_record=drifted, restored_from_backup=restored)
     if module._diff and diffs:
         result['diff'] = diffs
     module.exit_json(**result)

@@ -30,6 +30,7 @@ HOSTS = ['ns1', 'ns2', 'ns3']
 OLD, NEW = '0.5.15.post1', '0.5.23'
 BAD = '0.5.22'  # a release the servers crash on while loading (the simulator's fault, set by its wheel)
 PORT = 31200
+DRAFTER = '/srv/llmops/checkpoints/drafter/model.safetensors'
 ROUTER = router_vars('ru', 31280)
 
 
@@ -58,6 +59,11 @@ def server_vars(version, **overrides):
     return base
 
 
+def drafter_digests(fleet):
+    """host -> SHA-256 of the drafter's safetensors file."""
+    return {host: fleet.ssh(host, 'sha256sum %s' % DRAFTER).stdout.split()[0] for host in HOSTS}
+
+
 def running(fleet):
     """host -> (PID, the python its command line starts with) of the server."""
     out = {}
@@ -68,12 +74,13 @@ def running(fleet):
     return out
 
 
-def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepare_simulator, run_playbook,
+def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepare_simulator, run_playbook, run_adhoc,
                                                               releases, systemd_router):
     """Behind the router, 8 streaming clients throughout: install the new release beside the old one (nothing
     that serves is touched), a dry run naming the change, the rolling upgrade (each host drained, restarted
-    exactly once on the new python, registered again), a rerun (restarts nothing), another good change,
-    rollback.yml two steps back (engine and argv together, listed by status.yml), then a release the servers
+    exactly once on the new python, registered again), a rerun (restarts nothing), the drafter fixed in place,
+    another good change, rollback.yml two steps back (engine, argv and the drafter from its backup together,
+    listed by status.yml), then a release the servers
     fail on: the first host is put back on the release it ran and the rollout stops. No request fails."""
     fleet, limit = clean_fleet, ','.join(HOSTS)
     old_python, new_python = (os.path.join(venv_path('sglang', v), 'bin', 'python') for v in (OLD, NEW))
@@ -124,8 +131,16 @@ def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepa
         deploy(NEW)
         assert running(fleet) == upgraded  # the rerun restarts nothing
 
+        # The drafter fixed in place by drafter_checkpoint with backup=true (the drafter role's drafter_backup),
+        # so the next good record holds the fixed drafter and the records before it the original.
+        original = drafter_digests(fleet)
+        fixed = run_adhoc(limit, 'llmops.serving.drafter_checkpoint', {
+            'path': DRAFTER, 'engine_version': NEW, 'layout': 'layers', 'backup': True}, inventory=inventory)
+        assert fixed.hosts == {h: 'CHANGED' for h in HOSTS}, fixed.stdout[-2000:]
+        assert all(drafter_digests(fleet)[h] != original[h] for h in HOSTS)
+
         # Another good change (the new release at depth 3), then two steps back: the configuration before the
-        # upgrade, engine and argv together, through the same drain and checks.
+        # upgrade, engine, argv and drafter together, through the same drain and checks.
         deploy(NEW, sglang_server_speculative_depth=3)
         changed = running(fleet)
         assert all(changed[h][0] != upgraded[h][0] and changed[h][1] == new_python for h in HOSTS), changed
@@ -133,6 +148,8 @@ def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepa
         flat = ' '.join(back.stdout.split())
         assert flat.count('(2 back, passed') == len(HOSTS) and drained(back) == len(HOSTS), back.stdout[-3000:]
         assert all('%s: rolled_back to record' % h in flat and 'sglang %s' % OLD in flat for h in HOSTS)
+        assert flat.count('drafter files put back from their backups: ') == len(HOSTS), back.stdout[-3000:]
+        assert drafter_digests(fleet) == original
         restored = running(fleet)
         for host in HOSTS:
             argv = fleet.ssh(host, "tr '\\0' ' ' < /proc/%d/cmdline" % restored[host][0]).stdout

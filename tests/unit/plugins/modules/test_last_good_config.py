@@ -10,6 +10,7 @@ import struct
 
 import pytest
 
+from ansible_collections.llmops.serving.plugins.module_utils import _safetensors as safetensors_io
 from ansible_collections.llmops.serving.plugins.modules import last_good_config
 from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import record_warnings, run_main
 
@@ -115,7 +116,44 @@ def test_the_drafter_fingerprint_is_recorded_and_drift_is_reported(capsys, host,
     _safetensors(drafter / 'model.safetensors', ['midlayer.fc.weight'])
     restored = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
     assert restored['changed_since_record'] == [str(drafter / 'model.safetensors')]
-    assert warnings and 'model.safetensors' in warnings[0] and 'launch files only' in warnings[0]
+    assert warnings and 'model.safetensors' in warnings[0] and 'no backup beside them' in warnings[0]
+    assert restored['restored_from_backup'] == []
+
+
+@pytest.mark.parametrize('fix', ['in place', 'rewritten'])
+def test_a_drafter_fixed_after_the_record_is_put_back_from_its_backup(capsys, host, tmp_path, fix):
+    """drafter_checkpoint's two ways of fixing a drafter with backup=true (the functions it calls): the header
+    rewritten in place (same length, NAME.<time>.header-backup) or the file rewritten (another header length,
+    NAME.<time>.orig, a hard link to the original); config.json replaced with a .orig kept. Restoring the record
+    puts back the recorded bytes (check mode only says so), and a second restore changes nothing."""
+    drafter = tmp_path / 'drafter'
+    drafter.mkdir()
+    model, config = drafter / 'model.safetensors', drafter / 'config.json'
+    _safetensors(model, ['layers.0.fc.weight', 'lm_head.weight'])
+    config.write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    original, original_config = model.read_bytes(), config.read_bytes()
+    run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'], fingerprints=[str(drafter)])
+
+    header = safetensors_io.read_header(str(model))
+    if fix == 'in place':  # the same length: 'layers.0' and 'midlayer'
+        safetensors_io.write_header_in_place(header, header.raw.replace(b'layers.0', b'midlayer'), backup=True)
+    else:
+        safetensors_io.rewrite_with_header(header, header.raw.replace(b'layers.0', b'midlayer.0') + b' ' * 6, backup=True)
+    os.link(str(config), safetensors_io.backup_path(str(config), 'orig'))
+    fixed = drafter / 'fixed.json'
+    fixed.write_text('{"architectures": ["LlamaForCausalLMEagle3"], "eagle_config": {}}')
+    os.replace(str(fixed), str(config))
+    assert model.read_bytes() != original
+
+    dry = run(capsys, check=True, name='main', state='restored', state_dir=host['state_dir'])
+    assert dry['changed'] and dry['restored_from_backup'] == [str(config), str(model)]
+    assert model.read_bytes() != original
+    restored = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
+    assert restored['changed'] and restored['restored_from_backup'] == [str(config), str(model)]
+    assert restored['changed_since_record'] == [] and restored['changed_files'] == []
+    assert (model.read_bytes(), config.read_bytes()) == (original, original_config)
+    again = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
+    assert not again['changed'] and again['restored_from_backup'] == []
 
 
 def record_depth(capsys, host, depth, history=3, **metadata):

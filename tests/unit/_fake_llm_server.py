@@ -103,6 +103,17 @@ def health_timeline(*steps):
     return handler
 
 
+def health_answers(*statuses, then=200):
+    """Handler answering each request with the next of ``statuses``, then ``then`` for good: a warm-up that
+    ends after so many probes, whatever the machine's load (a timeline in seconds would be missed by a slow
+    first probe)."""
+    pending = list(statuses)
+
+    def handler(method, body):
+        return (pending.pop(0) if pending else then), b''
+    return handler
+
+
 def free_port():
     """A port nothing listens on (connection refused)."""
     sock = socket.socket()

@@ -23,6 +23,7 @@ from ansible_collections.llmops.serving.tests.unit._fake_llm_server import (
     HANG,
     RESET,
     free_port,
+    health_answers,
     health_timeline,
     open_url_request,
 )
@@ -76,11 +77,11 @@ def test_describe_probe(probe, text):
 
 
 def test_waiter_ready_after_warmup_503s(server):
-    server.routes['/health'] = health_timeline((0, 503), (0.4, 200))
+    server.routes['/health'] = health_answers(503, 503, 503, 503)
     waiter = make_waiter(server)
     assert waiter.run(10) == wait.STATUS_READY
     assert [p['phase'] for p in waiter.phases] == ['launching', 'warmup', 'ready']
-    assert 0.35 < waiter.elapsed() < 1.5
+    assert waiter.elapsed() >= 0.4  # four waits of the interval (0.1 s) after the four 503s
 
 
 def test_a_503_after_a_healthy_answer_is_a_health_generation_timeout_not_starting(server):
@@ -220,7 +221,7 @@ def test_waiter_on_the_real_vllm_crash_keeps_the_root_cause(server, python_child
 def test_readiness_comes_from_ready_where_the_server_has_it(server):
     # SGLang >= 0.5.20: /ready says 503 until the warm-up passed; /health would run a
     # generation (here it never answers healthy, so only /ready can make the server ready)
-    server.routes['/ready'] = health_timeline((0, 503), (0.3, 200))
+    server.routes['/ready'] = health_answers(503, 503, 503)
     server.routes['/health'] = lambda method, body: (503, b'')
     waiter = make_waiter(server, timeout=5)
     assert waiter.run(10) == wait.STATUS_READY
@@ -238,7 +239,7 @@ def test_a_server_without_ready_is_waited_for_on_health(server, missing):
         asked.append('/ready')
         return missing, b''
     server.routes['/ready'] = no_ready
-    server.routes['/health'] = health_timeline((0, 503), (0.3, 200))
+    server.routes['/health'] = health_answers(503, 503, 503)
     waiter = make_waiter(server, timeout=5)
     assert waiter.run(10) == wait.STATUS_READY
     assert waiter.health_path == '/health' and asked == ['/ready']  # asked once, then never again

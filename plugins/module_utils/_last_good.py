@@ -99,19 +99,20 @@ def _put_back(backup, path):
 
 def restore_fingerprinted(recorded, check_mode=False):
     """Put back, from drafter_checkpoint's backups, each file of ``recorded`` (a record's fingerprints) whose
-    size or hash differs now. Returns (restored paths, paths that still differ: no backup holds them)."""
+    size or hash differs now. Returns (restored paths, paths that still differ: no backup holds them, or
+    putting it back failed - the rollback then goes on with the launch files, as it did before backups)."""
     now = _content(fingerprint(list(recorded)))
     restored, left = [], []
     for path, want in sorted(recorded.items()):
         if now.get(path) == (want.get('size'), want.get('sha256')):
             continue
         source = next((b for b in backups_of(path) if os.path.exists(path) and _is_backup_of(b, path, want)), None)
-        if source is None:
-            left.append(path)
-            continue
-        if not check_mode:
-            _put_back(source, path)
-        restored.append(path)
+        try:
+            if source is not None and not check_mode:
+                _put_back(source, path)
+        except (OSError, _safetensors.SafetensorsError):
+            source = None
+        (left if source is None else restored).append(path)
     return restored, left
 
 

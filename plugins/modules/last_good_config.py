@@ -267,8 +267,8 @@ def restore(module, store, history):
             write_atomically(item['path'], item['content'], item['mode'])
     restored, drifted = restore_fingerprinted(old.get('fingerprints') or {}, check_mode=module.check_mode)
     if drifted:
-        module.warn('since the last good configuration of server %s was recorded, these files changed and no '
-                    'backup beside them holds them as recorded: %s; the rollback restores the launch files and '
+        module.warn('since the last good configuration of server %s was recorded, these files changed and could '
+                    'not be put back from a backup beside them: %s; the rollback restores the launch files and '
                     'the engine only' % (module.params['name'], ', '.join(drifted)))
     return changed_files != [] or restored != [], changed_files, old, diffs, drifted, restored
 

@@ -116,7 +116,7 @@ def test_the_drafter_fingerprint_is_recorded_and_drift_is_reported(capsys, host,
     _safetensors(drafter / 'model.safetensors', ['midlayer.fc.weight'])
     restored = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
     assert restored['changed_since_record'] == [str(drafter / 'model.safetensors')]
-    assert warnings and 'model.safetensors' in warnings[0] and 'no backup beside them' in warnings[0]
+    assert warnings and 'model.safetensors' in warnings[0] and 'could not be put back from a backup' in warnings[0]
     assert restored['restored_from_backup'] == []
 
 
@@ -154,6 +154,27 @@ def test_a_drafter_fixed_after_the_record_is_put_back_from_its_backup(capsys, ho
     assert (model.read_bytes(), config.read_bytes()) == (original, original_config)
     again = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
     assert not again['changed'] and again['restored_from_backup'] == []
+
+
+def test_a_backup_that_cannot_be_written_back_leaves_the_file_and_warns(capsys, host, tmp_path, monkeypatch):
+    """A header region that no longer parses (the same length, garbage): the header backup matches but cannot
+    be written through the journalled writer; the rollback goes on with the launch files and names the file."""
+    drafter = tmp_path / 'drafter'
+    drafter.mkdir()
+    model = drafter / 'model.safetensors'
+    _safetensors(model, ['layers.0.fc.weight'])
+    run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'], fingerprints=[str(drafter)])
+    header = safetensors_io.read_header(str(model))
+    safetensors_io.write_header_in_place(header, header.raw.replace(b'layers.0', b'midlayer'), backup=True)
+    data = bytearray(model.read_bytes())
+    data[8:8 + header.header_len] = b'#' * header.header_len
+    model.write_bytes(bytes(data))
+    (host['etc'] / 'main.sh').write_text('exec server --depth 5\n')
+    warnings = record_warnings(monkeypatch)
+    restored = run(capsys, name='main', state='restored', state_dir=host['state_dir'])
+    assert restored['changed'] and restored['changed_files'] == [host['files'][1]]
+    assert restored['restored_from_backup'] == [] and restored['changed_since_record'] == [str(model)]
+    assert warnings and str(model) in warnings[0]
 
 
 def record_depth(capsys, host, depth, history=3, **metadata):

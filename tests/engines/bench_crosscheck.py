@@ -11,6 +11,7 @@ H200 comparison against ``sglang.bench_serving``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -44,8 +45,22 @@ def vllm_bench(url: str, model: str, dataset: Path, num_prompts: int, output_len
     return json.loads((out_dir / (name + '.json')).read_text())
 
 
+@contextlib.contextmanager
+def on_cpus(cpus: set[int] | None):
+    """Runs the body, the threads it starts and the processes it spawns on ``cpus`` (all when None)."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def cross_check(url: str, model: str, work: Path, num_prompts: int = 32, input_len: int = 32,
-                output_len: int = 64, concurrency: int = 4, rounds: int = 5) -> dict:
+                output_len: int = 64, concurrency: int = 4, rounds: int = 5, client_cpus: set[int] | None = None) -> dict:
     """``{figure: {'ours': spread, 'theirs': spread, 'ratio': median ratio}}`` (bench_compare.compare).
 
     The rounds alternate which client goes first (theirs, ours / ours, theirs / ...): the engine shares
@@ -53,24 +68,26 @@ def cross_check(url: str, model: str, work: Path, num_prompts: int = 32, input_l
     always after an idle engine (``vllm bench serve`` spends seconds on its imports first), would read a
     different engine. A run of about 2 s, not 1, so that one stall of the machine moves a figure less.
 
-    One unrecorded pair (theirs, then ours) goes first: in 3 of 3 runs of 5 rounds
-    (tests/perf/benchmark_vs_vllm_bench.py), the one llm_benchmark round that read whole responses at
-    once (TTFT p50 157-220 ms against 15-24 ms, TPOT about 0) was the first one after the engine's first
-    load from ``vllm bench serve``; 6 rounds of llm_benchmark alone had none. The cause is not known."""
+    Both clients run on ``client_cpus`` (VllmServer.cpus_beside_engine: the cores vLLM's CPU backend
+    leaves to its API server), never on the core its worker's OpenMP threads spin on. Left free to
+    migrate there, a client's thread waited behind them: in 12 alternating rounds on this machine
+    (2 cores), 4-6 llm_benchmark rounds and 0-1 ``vllm bench serve`` rounds (one thread, where ours has
+    one per concurrent request) read whole responses at once (TTFT p50 90-280 ms against 15-25 ms, TPOT
+    about 0, about half the output tok/s); with both pinned beside the engine, 0 of 10 each."""
     dataset = write_sharegpt(work / 'sharegpt.json', num_prompts, input_len)
     mine, theirs = [], []
-    vllm_bench(url, model, dataset, num_prompts, output_len, concurrency, work, 'vllm-warm-up')
-    ours(url, 'completions', dataset, num_prompts, output_len, concurrency, model=model)
 
     def run_ours():
         run = ours(url, 'completions', dataset, num_prompts, output_len, concurrency, model=model)
         assert (run['completed'], run['failed']) == (num_prompts, 0), run['errors']
         mine.append(run)
 
-    for number in range(rounds):
-        if number % 2:
-            run_ours()
-        theirs.append(vllm_bench(url, model, dataset, num_prompts, output_len, concurrency, work, 'vllm-%d' % number))
-        if not number % 2:
-            run_ours()
+    with on_cpus(client_cpus):
+        for number in range(rounds):
+            if number % 2:
+                run_ours()
+            theirs.append(vllm_bench(url, model, dataset, num_prompts, output_len, concurrency, work,
+                                     'vllm-%d' % number))
+            if not number % 2:
+                run_ours()
     return compare(mine, theirs)

@@ -124,6 +124,21 @@ class VllmServer:
                 break
         self.proc.poll()
 
+    def cpus_beside_engine(self) -> set[int]:
+        """The CPUs the engine's worker is not bound to (vLLM's CPU backend binds the worker's OpenMP
+        threads to some cores and reserves the others for its API server), or every CPU when it binds
+        none or all of them."""
+        everything = os.sched_getaffinity(0)
+        bound: set[int] = set()
+        for pid in _group_pids(self.proc.pid):
+            try:
+                cpus = os.sched_getaffinity(pid)
+            except OSError:  # exited meanwhile
+                continue
+            if cpus != everything:
+                bound |= cpus
+        return everything - bound or everything
+
     # HTTP helpers used by the tests.
     def get(self, path: str) -> requests.Response:
         return requests.get(self.url + path, timeout=30)
@@ -143,6 +158,18 @@ class VllmServer:
                 name = line.split("{", 1)[0].split(" ", 1)[0]
                 counters[name] = counters.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
         return counters
+
+
+def _group_pids(pgid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getpgid(int(entry)) == pgid:
+                    pids.append(int(entry))
+            except OSError:  # exited meanwhile
+                pass
+    return pids
 
 
 def _group_alive(pgid: int) -> bool:

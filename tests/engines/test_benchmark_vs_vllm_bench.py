@@ -7,10 +7,9 @@ range over the rounds overlaps vllm bench serve's. TPOT mean: the ratio of the m
 0.5-1.5 (below). With 3 rounds of 1 s, always vllm bench serve first, one full run of the tests
 read 0.63x of its output tok/s (ranges 458-754 against 865-1168): the engine's speed on the 2 shared
 cores swings by up to 2x between back-to-back runs of one client (684-1194 tok/s, llm_benchmark
-alone). 5 rounds of 2 s in alternating order make such a miss less likely. Not explained yet: the
-first llm_benchmark round after the engine's first ``vllm bench serve`` load could read whole responses
-at once (TTFT p50 157-390 ms, TPOT about 0); an unrecorded warm-up pair goes first (cross_check).
-``tests/perf/benchmark_vs_vllm_bench.py`` prints the same table.
+alone). 5 rounds of 2 s in alternating order make such a miss less likely. Both clients run on the
+cores the engine leaves to its API server (cross_check: a client's thread on the worker's core read whole
+responses at once). ``tests/perf/benchmark_vs_vllm_bench.py`` prints the same table.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from bench_crosscheck import agrees, cross_check, format_table
 
 @pytest.mark.engine
 def test_llm_benchmark_agrees_with_vllm_bench_serve(good_server, tmp_path):
-    table = cross_check(good_server.url, good_server.model, tmp_path)
+    table = cross_check(good_server.url, good_server.model, tmp_path, client_cpus=good_server.cpus_beside_engine())
     print('\n' + format_table(table))
     for name in ('output tok/s', 'TTFT p50 ms'):
         assert agrees(table[name]), format_table(table)

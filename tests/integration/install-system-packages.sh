@@ -3,7 +3,8 @@
 # sshd, ssh and ssh-keygen for the fleet hosts and their client, systemd-nspawn for the systemd
 # host, ip (network namespaces, veth, bridge), unshare/setpriv/mount (namespaces, overlays),
 # prometheus and promtool for the monitoring role's rules and its integration test, Debian's
-# Alertmanager for the speculation guard's fleet test, Java for ansible-rulebook.
+# Alertmanager for the speculation guard's fleet test, Java for ansible-rulebook, rsync for
+# tests/perf/restart_time.py.
 set -euo pipefail
 need=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
@@ -17,6 +18,8 @@ command -v prometheus-alertmanager >/dev/null 2>&1 || need+=(prometheus-alertman
 /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
 # ansible-rulebook's rule engine (Drools, through drools_jpy) runs on Java 17
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+# tests/perf/restart_time.py compares the staging with rsync of the same files
+command -v rsync >/dev/null 2>&1 || need+=(rsync)
 # ansible-test sanity checks shell scripts with it (and only warns when it is missing)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 if [ ${#need[@]} -gt 0 ]; then

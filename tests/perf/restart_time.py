@@ -216,8 +216,8 @@ def main():
         print('%-13s %9s %9s %10s' % ('served from', 'window s', 'load s', 'warm-up s'))
         for case, figures in cases.items():
             warm_up = '%10.2f' % statistics.median(figures['warm-up']) if 'warm-up' in figures else '%10s' % '-'
-            print('%-13s %9.2f %9.2f %s' % (case, statistics.median(figures['window']),
-                                             statistics.median(figures['load']), warm_up))
+            window, load = statistics.median(figures['window']), statistics.median(figures['load'])
+            print('%-13s %9.2f %9.2f %s' % (case, window, load, warm_up))
         print('ratio window staged + warm / source: %.2f; load: %.2f'
               % (statistics.median(cases['staged + warm']['window']) / statistics.median(cases['source']['window']),
                  statistics.median(cases['staged + warm']['load']) / statistics.median(cases['source']['load'])))

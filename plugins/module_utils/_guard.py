@@ -12,7 +12,8 @@ Decisions, in this order (the first that applies wins):
 
 - ``unknown_host``: the inventory does not know the host (logged and ignored);
 - ``fleet_wide``: more than ``max_collapsed_share`` of the fleet (and at least two hosts) reported
-  a collapse within ``report_window`` seconds (hosts remediated within the cooldown not counted):
+  a collapse within ``report_window`` seconds (hosts remediated within the cooldown not counted,
+  unless their remediation failed):
   a workload shift, not a bad host; nothing is remediated and one fleet-wide alert is raised per
   episode (``fleet_alert`` true on the first decision);
 - ``busy``: another remediation runs (one host at a time; one older than ``stale_after``, or whose
@@ -78,9 +79,12 @@ def decide(state, host, known_hosts, collapsed_hosts, now, cooldown=1800.0, max_
         if h in known_set:
             reports[h] = now
     state['reports'] = reports
-    # A host remediated within the cooldown was acted on: its alert may still fire (Alertmanager
-    # repeats the group until the rule's window has passed) but it no longer counts to the share.
-    acted = set(r.get('host') for r in state['remediations'] if now - float(r.get('started', 0)) < cooldown)
+    # A host remediated within the cooldown (or being remediated) was acted on: its alert may still fire
+    # (Alertmanager repeats the group until the rule's window has passed) but it no longer counts to the
+    # share. A host whose remediation failed still counts: remediating the next hosts one by one up to the
+    # hourly budget would not mend a shift that reaches them all.
+    acted = set(r.get('host') for r in state['remediations']
+                if now - float(r.get('started', 0)) < cooldown and r.get('outcome') != 'failed')
     collapsed = sorted(h for h in reports if h not in acted)
     decision['collapsed'] = collapsed
 

@@ -65,6 +65,13 @@ def test_a_host_remediated_within_the_cooldown_does_not_count_to_the_share():
     assert d['reason'] == 'remediate' and d['collapsed'] == ['s2']
 
 
+def test_a_host_whose_remediation_failed_still_counts_to_the_share():
+    dummy, state = decide(None, 's1', now=0.0)
+    state = _guard.finish(state, 's1', 'failed', 30.0)
+    d, state = decide(state, 's2', collapsed=['s1', 's2'], now=120.0)
+    assert d['reason'] == 'fleet_wide' and d['collapsed'] == ['s1', 's2']
+
+
 def test_reports_expire_after_the_window():
     dummy, state = decide(None, 's2', collapsed=['s2'], now=0.0)
     state = _guard.finish(state, 's2', 'remediated', 1.0)

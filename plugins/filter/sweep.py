@@ -74,7 +74,8 @@ def sweep_label(candidate, version=None):
     return 'adaptive %s' % _tiers_text(tiers)
 
 
-def _engine_version(results):
+def sweep_engine_version(results):
+    """The engine version the first candidate that reports one ran, else None."""
     for cand in results:
         version = (cand.get('server_args') or {}).get('version') or (cand.get('launch') or {}).get('version')
         if version:
@@ -107,7 +108,7 @@ def sweep_adaptive_tiers(results, concurrency, version=None):
     that drafts, + 1) and ``config`` (the file's content) are None when no table is worth
     measuring, and ``why`` says why."""
     results = [cand for cand in results or [] if cand.get('name') != TIERS_NAME]
-    version = version or _engine_version(results)
+    version = version or sweep_engine_version(results)
     out = {'candidate': None, 'config': None, 'tiers': None, 'picked': None, 'why': None}
     try:
         parsed = parse_version(version)
@@ -505,6 +506,7 @@ class FilterModule:
         return {
             'sweep_candidates': sweep_candidates,
             'sweep_label': sweep_label,
+            'sweep_engine_version': sweep_engine_version,
             'sweep_adaptive_tiers': sweep_adaptive_tiers,
             'sweep_ranking': sweep_ranking,
             'sweep_chart': sweep_chart,

@@ -360,3 +360,13 @@ def test_no_tier_table_where_it_would_add_nothing(change, levels, why):
     tiers = FILTERS['sweep_adaptive_tiers'](results, levels)
     assert (tiers['candidate'], tiers['config']) == (None, None)
     assert why in tiers['why']
+
+
+def test_engine_version_is_the_first_candidate_that_reports_one():
+    version = FILTERS['sweep_engine_version']
+    failed = {'name': 'd3', 'error': 'did not start'}
+    assert version([failed, {'name': 'd5', 'launch': {'version': '0.5.11'}},
+                    {'name': 'd7', 'server_args': {'version': '0.5.15.post1'}}]) == '0.5.11'
+    assert version([{'name': 'd5', 'launch': {'version': '0.5.11'}, 'server_args': {'version': '0.5.15.post1'}}]) \
+        == '0.5.15.post1'
+    assert version([failed]) is None

@@ -17,7 +17,8 @@ description:
   - V(unknown_host) - O(host) is not one of O(hosts), the servers of the inventory; logged and ignored.
   - V(fleet_wide) - more than O(max_collapsed_share) of O(hosts) (and at least two) reported a collapse within
     O(report_window) seconds (O(collapsed_hosts) of this report and the reports before it; a host remediated
-    within O(cooldown) does not count unless its remediation V(failed)), a workload shift, not a bad host. Nothing is remediated; RV(fleet_alert) is true once per episode, to raise one fleet-wide alert.
+    within O(cooldown) does not count unless its remediation V(failed)), a workload shift, not a bad host.
+    Nothing is remediated; RV(fleet_alert) is true once per episode, to raise one fleet-wide alert.
   - V(busy) - another host is being remediated (one at a time); one started more than O(stale_after) seconds ago
     no longer counts.
   - V(cooldown) - O(host) was remediated less than O(cooldown) seconds ago.

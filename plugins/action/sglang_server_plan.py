@@ -48,8 +48,11 @@ class ActionModule(ActionBase):
                       'env': options['sglang_server_env'], 'paths': _server_plan.host_paths(options)}
         if options['sglang_server_help_cache_dir']:
             check_args['help_cache_dir'] = options['sglang_server_help_cache_dir']
-        check = self._execute_module(module_name='llmops.serving.sglang_launch_check', module_args=check_args,
-                                     task_vars=task_vars)
+        try:
+            check = self._execute_module(module_name='llmops.serving.sglang_launch_check', module_args=check_args,
+                                         task_vars=task_vars)
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)  # none with pipelining
         if check.get('failed'):
             result.update(failed=True, msg=check.get('msg', 'llmops.serving.sglang_launch_check failed'))
             return result

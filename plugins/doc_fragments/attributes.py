@@ -36,3 +36,12 @@ attributes:
   idempotent:
     support: full
 """
+
+    # Modules whose work is done by an action plugin of the same name on the controller.
+    CONTROLLER_ACTION = r"""
+options: {}
+attributes:
+  action:
+    description: Runs on the controller as an action plugin.
+    support: full
+"""

@@ -32,11 +32,8 @@ author:
   - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
+  - llmops.serving.attributes.controller_action
   - llmops.serving.attributes.info_module
-attributes:
-  action:
-    description: Runs on the controller as an action plugin.
-    support: full
 options:
   hosts:
     description: The server hosts of the rollout, in play order (C(ansible_play_hosts_all)).

@@ -29,10 +29,8 @@ description:
 author: llmops.serving maintainers (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
+  - llmops.serving.attributes.controller_action
 attributes:
-  action:
-    description: Runs on the controller as an action plugin.
-    support: full
   check_mode:
     support: full
     details: Decides and reports, writes nothing.

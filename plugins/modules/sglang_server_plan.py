@@ -25,11 +25,8 @@ author:
   - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
+  - llmops.serving.attributes.controller_action
   - llmops.serving.attributes.info_module
-attributes:
-  action:
-    description: Runs on the controller as an action plugin, and runs M(llmops.serving.sglang_launch_check) on the host.
-    support: full
 options:
   shim:
     description: Path of the launcher shim on the host, the first argument of the launch command.

@@ -81,3 +81,12 @@ def test_only_settings_that_name_a_host_path_are_checked_there():
     ('', 'systemd', 'systemd'), ('', 'sysvinit', 'process'), ('', None, 'process'), ('process', 'systemd', 'process')])
 def test_launcher(setting, service_mgr, expected):
     assert _server_plan.launcher(options(launcher=setting), service_mgr) == expected
+
+
+def test_the_rollback_filter_has_the_plan_s_group_rule():
+    from ansible_collections.llmops.serving.plugins.filter.launch import FilterModule
+    server_group = FilterModule().filters()['server_group']
+    assert server_group(['a', 'b'], 'b') == {'group': ['a', 'b'], 'nnodes': 2, 'node_rank': 1}
+    assert server_group([], 'a') == {'group': [], 'nnodes': 1, 'node_rank': 0}
+    with pytest.raises(Exception, match='lists a, b but not this host'):
+        server_group(['a', 'b'], 'c')

@@ -410,7 +410,11 @@ def test_speculation_guard_remediates_the_collapsed_host(monitored, rulebook, sy
         # Alertmanager's group_wait + ansible-rulebook starting ansible-playbook + drain, fallback deploy, register
         assert done - fired < 180
 
-        seen = len(decisions())  # the decision to remediate and the record that it finished
+        # remediate.yml journals "remediated" on the host before it tells the guard the remediation finished:
+        # the decisions before the next collapse end with that record.
+        poll(lambda: any(d['host'] == 'ns1' and d['reason'] == 'finished' for d in decisions()), 60,
+             "the guard's record that ns1's remediation finished")
+        seen = len(decisions())
         collapse('ns1')
         decision = poll(lambda: next((d for d in decisions()[seen:] if d['host'] == 'ns1'), None), 120,
                         "the guard's decision on ns1's second collapse")[0]

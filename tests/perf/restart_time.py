@@ -44,20 +44,18 @@ import argparse
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, 'build', 'pytest'))  # tests/conftest.py links the collection here
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'sim'))
 
 from ansible_collections.llmops.serving.plugins.module_utils import _stage  # noqa: E402
+import sim_helpers  # noqa: E402 pylint: disable=wrong-import-order
 
 
 def write_checkpoint(directory, shards, shard_bytes):
@@ -122,48 +120,35 @@ def copy_rounds(base, source, rounds):
 
 
 class Simulator:
-    """The SGLang simulator on a free port, started and stopped as the role's restart does."""
+    """The SGLang simulator (tests/sim's helpers), started and stopped as the role's restart does."""
 
     def __init__(self, base, speed):
-        self.env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, 'tests', 'sim'), SGLANG_SIM_SPEED=str(speed),
+        self.env = dict(os.environ, PYTHONPATH=sim_helpers.SIM_DIR, SGLANG_SIM_SPEED=str(speed),
                         NVSIM_STATE_DIR=os.path.join(base, 'nvsim'))
-        subprocess.run([sys.executable, os.path.join(ROOT, 'tests', 'sim', 'nvsim.py'), 'init', '--count', '1'],
-                       env=self.env, check=True, stdout=subprocess.DEVNULL)
-        self.proc = self.log_path = None
+        subprocess.run([sys.executable, sim_helpers.NVSIM, 'init', '--count', '1'], env=self.env, check=True,
+                       stdout=subprocess.DEVNULL)
         self.base = base
+        self.sim = None
 
     def start(self, model):
-        with socket.socket() as probe:
-            probe.bind(('127.0.0.1', 0))
-            port = probe.getsockname()[1]
-        self.log_path = os.path.join(self.base, 'sim-%d.log' % port)
-        with open(self.log_path, 'w', encoding='utf-8') as log:
-            self.proc = subprocess.Popen([sys.executable, '-m', 'sglang.launch_server', '--model-path', model,
-                                          '--port', str(port)], env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        url = 'http://127.0.0.1:%d/health' % port
-        while True:
-            if self.proc.poll() is not None:
-                raise SystemExit('the simulator ended (%s):\n%s' % (self.proc.returncode, self.log()[-2000:]))
-            try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    if resp.status == 200:
-                        return
-            except (OSError, urllib.error.HTTPError):
-                pass
-            time.sleep(0.05)  # a poll, as wait_for_llm_health's
+        port = sim_helpers.free_port()
+        log_path = os.path.join(self.base, 'sim-%d.log' % port)
+        with open(log_path, 'w', encoding='utf-8') as log:
+            proc = subprocess.Popen([sys.executable, '-m', 'sglang.launch_server', '--model-path', model,
+                                     '--port', str(port)], env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.sim = sim_helpers.Sim(proc, port, log_path)
+        sim_helpers.wait_for(lambda: proc.poll() is not None or self.sim.get('/health', timeout=5)[0] == 200,
+                             timeout=300, interval=0.05, what='/health of the simulator')
+        if proc.poll() is not None:
+            raise SystemExit('the simulator ended (%s):\n%s' % (proc.returncode, self.sim.log()[-2000:]))
 
     def stop(self):
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(60)
-            self.proc = None
-
-    def log(self):
-        with open(self.log_path, encoding='utf-8', errors='replace') as handle:
-            return handle.read()
+        if self.sim is not None:
+            self.sim.stop()
+            self.sim = None
 
     def load_seconds(self):
-        return float(re.findall(r'Load weight end\. elapsed=([0-9.]+) s', self.log())[0])
+        return float(re.findall(r'Load weight end\. elapsed=([0-9.]+) s', self.sim.log())[0])
 
 
 def window_rounds(base, source, staged, rounds, speed):

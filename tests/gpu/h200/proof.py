@@ -85,6 +85,10 @@ PHASES = {
     'h1': ['models', 'h_model', 'h_stage', 'h_cold'],
     'h2': ['h_warm', 'h_warm', 'h_warm', 'h_bench'],
     'h3': ['h_cold', 'h_cold', 'stop'],
+    # The same measure in less device time: the later cold starts without their sampled warm-up (83-94 s of
+    # FlashInfer JIT after ready, measured once by h1's cold start), no benchmark.
+    'h2r': ['h_warm', 'h_warm', 'h_warm'],
+    'h3r': ['h_cold_ready', 'h_cold_ready', 'stop'],
     # Two SGLang releases side by side (issue 36 item 3): both installed by install.yml, each in its own virtualenv,
     # a deploy onto the first, the rolling change onto the second, rollback.yml back to the first. On the device three
     # calls (the installs took 217 s there, a start on an empty FlashInfer JIT cache 177 s), the server kept between.
@@ -95,17 +99,17 @@ PHASES = {
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
-STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200, 'h_cold': 200, 'h_warm': 120,
+STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200, 'h_cold': 200, 'h_cold_ready': 150, 'h_warm': 120,
               'i_deploy': 200, 'i_upgrade': 200, 'i_rollback': 200}
 STARTS_SERVER = {'g_warm_sampled', 'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
                  'apikey', 'rollback', 'bench_compare', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback',
-                 'h_cold', 'h_warm', 'h_bench', 'i_deploy', 'i_upgrade', 'i_rollback'}
+                 'h_cold', 'h_cold_ready', 'h_warm', 'h_bench', 'i_deploy', 'i_upgrade', 'i_rollback'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
                 'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420,
                 'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_warm_sampled': 520, 'g_stop': 150,
-                'h_model': 300, 'h_stage': 300, 'h_cold': 450, 'h_warm': 300, 'h_bench': 420,
+                'h_model': 300, 'h_stage': 300, 'h_cold': 450, 'h_cold_ready': 300, 'h_warm': 300, 'h_bench': 420,
                 'i_install': 360, 'i_deploy': 420, 'i_upgrade': 420, 'i_rollback': 420}
 # bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
 COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
@@ -119,6 +123,10 @@ G_DRAIN_MAX_S = 10.0  # a drain wait above this is the old gauge gate (about 30 
 # Phase h: the model's names in model_stage_models, and what bench_compare sends to it.
 H_MODELS = {'target': 'llama3-8b-shape', 'drafter': 'llama3-8b-shape-eagle3'}
 H_COMPARE = dict(COMPARE, num_prompts=32, rounds=1)
+# Where the engines keep compiled state by default (for the server's user, root on the device) when no variable
+# of llmops.serving.jit_cache_env moves it: an all-cold start empties these too, and each start records what it
+# wrote outside the proof's folders (written_outside), so that state the collection does not move shows.
+H_DEFAULT_CACHES = ['~/.triton', '~/.cache', '~/.nv', '~/.tilelang', '/tmp/torchinductor_{user}', '/tmp/{user}']
 # Phase i: the releases (and their wheel lists), the first one serving first; the drafter with midlayer.* names,
 # which both load; the wheel the proof writes so that a release's virtualenv sees the device's torch.
 I_RELEASES = {'0.5.15.post1': 'wheels-sglang-0.5.15.post1.txt', OLD_SGLANG: 'wheels-sglang-0.5.11.txt'}
@@ -1325,6 +1333,8 @@ class Proof:
         paths = self.memo().get('h_paths') or {}
         if not step.check('the model is staged (step h_stage)', paths.get('target') and paths.get('drafter'), paths):
             return
+        marker = self.work / 'h-start-marker'
+        marker.write_text('')
         run, plan, health, smoke, pid = self.deploy(step, dict({
             'sglang_server_model_path': paths['target'], 'sglang_server_speculative_draft_model_path': paths['drafter'],
             'sglang_server_speculative_depth': 5, 'llmops_proof_jit_cache': str(self.work / 'jit-cache')}, **extra),
@@ -1340,19 +1350,66 @@ class Proof:
         text = self.log_path.read_text(errors='replace') if self.log_path.exists() else ''
         ready = [p.get('elapsed') for p in health.get('phases') or [] if p.get('phase') == 'ready']
         step.figures.update(h_phases(text, ready[-1] if ready else health.get('elapsed')))
+        step.figures['written_outside'] = self.h_written_outside(marker)
         return plan
 
-    def step_h_cold(self, step):
-        """All cold: the server stopped, the page cache dropped, the JIT cache folder empty, then deploy.yml."""
+    def h_default_caches(self):
+        user = os.environ.get('USER') or str(os.getuid())
+        return [Path(os.path.expanduser(p.format(user=user))) for p in H_DEFAULT_CACHES]
+
+    def h_written_outside(self, marker):
+        """MB written since ``marker`` under the home folder and /tmp, outside the proof's own folders, by folder
+        (two levels below the home folder or /tmp): compiled state the JIT cache variables did not catch."""
+        since = marker.stat().st_mtime
+        keep = (str(self.work), str(self.state))
+        found = {}
+        for top in {Path.home(), Path('/tmp')}:
+            for root, dirs, files in os.walk(top):
+                if root.startswith(keep):
+                    dirs[:] = []
+                    continue
+                for name in files:
+                    path = os.path.join(root, name)
+                    try:
+                        info = os.lstat(path)
+                    except OSError:
+                        continue
+                    if info.st_mtime >= since:
+                        key = str(top / Path(*Path(path).relative_to(top).parts[:2]))
+                        found[key] = found.get(key, 0) + info.st_size
+        return dict((k, round(v / 1e6, 1)) for k, v in sorted(found.items()) if v >= 1e5)
+
+    def h_empty_default_caches(self, step):
+        """An all-cold start: the engines' default cache folders emptied too (MB that each held)."""
+        if self.simulate:
+            step.figures['default_caches_emptied_mb'] = 'not emptied: dry run (this machine\'s own caches)'
+            return
+        emptied = {}
+        for path in self.h_default_caches():
+            if path.is_dir():
+                size = sum(f.stat().st_size for f in path.rglob('*') if f.is_file() and not f.is_symlink())
+                shutil.rmtree(path, ignore_errors=True)
+                emptied[str(path)] = round(size / 1e6, 1)
+        step.figures['default_caches_emptied_mb'] = emptied
+
+    def step_h_cold(self, step, sampled=True):
+        """All cold: the server stopped, the page cache dropped, the JIT cache folder and the engines' default cache
+        folders empty, then deploy.yml."""
         run = self.playbook(step, REPO / 'playbooks' / 'stop.yml', timeout=STEP_TIMEOUT['stop'], tag='stop')
         step.check('stop.yml succeeded', run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
         jit = self.work / 'jit-cache'
         shutil.rmtree(jit, ignore_errors=True)
         jit.mkdir(parents=True)
+        self.h_empty_default_caches(step)
         self.drop_caches(step)
-        plan = self.h_deploy(step, 'cold', {'deploy_warm_start': False})
+        plan = self.h_deploy(step, 'cold', {'deploy_warm_start': False, 'sglang_server_warm_sampled': sampled})
         if plan is not None:
             step.check('the server started', plan.get('action') == 'start', plan.get('action'))
+
+    def step_h_cold_ready(self, step):
+        """The all-cold start measured to ready: the sampled warm-up (a FlashInfer JIT build after ready, measured
+        by step h_cold) left out."""
+        self.step_h_cold(step, sampled=False)
 
     def step_h_warm(self, step):
         """The collection's warm restart: with the page cache dropped while the server still serves, deploy.yml

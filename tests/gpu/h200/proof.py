@@ -1385,8 +1385,9 @@ class Proof:
             step.figures['default_caches_emptied_mb'] = 'not emptied: dry run (this machine\'s own caches)'
             return
         emptied = {}
+        ours = [Path(p).resolve() for p in (self.work, self.state, REPO)]
         for path in self.h_default_caches():
-            if path.is_dir():
+            if path.is_dir() and not any(path.resolve() in (p, *p.parents) for p in ours):
                 size = sum(f.stat().st_size for f in path.rglob('*') if f.is_file() and not f.is_symlink())
                 shutil.rmtree(path, ignore_errors=True)
                 emptied[str(path)] = round(size / 1e6, 1)

@@ -49,27 +49,16 @@ PY
     echo "installed ${#wheels[@]} wheels into $SITE in $((SECONDS - start)) s"
     ;;
   bytecode)
-    # Do the engine's imports compile bytecode at every start? The wheels are installed with --no-compile and
-    # the image may forbid writing it: prints the flag, the .pyc count and the import time before and after
-    # compileall (the image's torch and triton included), and leaves the bytecode compiled.
+    # Bytecode for the engine's imports: the wheels are installed with --no-compile (pip's default compiles
+    # them, as the role sglang_install does), and an image may forbid writing it at import. Prints the flag and
+    # the .pyc count before and after compileall over the installed wheels and the image's torch and triton.
     export PYTHONPATH=$SITE
-    torch_dirs=$(python3 -c 'import os, torch, triton; print(os.path.dirname(torch.__file__), os.path.dirname(triton.__file__))')
+    dirs=$(python3 -c 'import os, torch, triton; print(os.path.dirname(torch.__file__), os.path.dirname(triton.__file__))')
     python3 -c 'import os, sys; print("sys.flags.dont_write_bytecode:", sys.flags.dont_write_bytecode, "PYTHONDONTWRITEBYTECODE:", os.environ.get("PYTHONDONTWRITEBYTECODE"))'
-    pycs() { find "$SITE" $torch_dirs -name '*.pyc' | wc -l; }
-    imports() {
-      local start=$EPOCHREALTIME
-      python3 -c 'import sglang.srt.entrypoints.http_server' >/dev/null 2>&1
-      echo "import sglang.srt.entrypoints.http_server: $(python3 -c "print(round($EPOCHREALTIME - $start, 1))") s, .pyc files: $(pycs)"
-    }
-    echo ".pyc files before: $(pycs)"
-    imports; imports
-    start=$EPOCHREALTIME
-    python3 -m compileall -q -j 0 "$SITE" $torch_dirs >/dev/null 2>&1 || true
-    echo "compileall: $(python3 -c "print(round($EPOCHREALTIME - $start, 1))") s"
-    imports; imports
-    mkdir -p "${OUT:-$STATE}"
-    python3 -X importtime -c 'import sglang.srt.entrypoints.http_server' 2> "${OUT:-$STATE}/importtime.txt" >/dev/null || true
-    sort -t'|' -k2 -n -r "${OUT:-$STATE}/importtime.txt" | head -25
+    echo ".pyc files before: $(find "$SITE" $dirs -name '*.pyc' | wc -l)"
+    start=$SECONDS
+    python3 -m compileall -q -j 0 "$SITE" $dirs >/dev/null 2>&1 || true
+    echo "compileall: $((SECONDS - start)) s; .pyc files after: $(find "$SITE" $dirs -name '*.pyc' | wc -l)"
     ;;
   *)
     echo "usage: $0 receive N | install | bytecode" >&2

@@ -85,8 +85,10 @@ PHASES = {
     'h1': ['models', 'h_model', 'h_stage', 'h_cold'],
     'h2': ['h_warm', 'h_warm', 'h_warm', 'h_bench'],
     'h3': ['h_cold', 'h_cold', 'stop'],
-    # The same measure in less device time: the later cold starts without their sampled warm-up (83-94 s of
-    # FlashInfer JIT after ready, measured once by h1's cold start), no benchmark.
+    # The same measure in less device time: served from the model's own folder (staging was measured in h1), the
+    # later cold starts without their sampled warm-up (83-94 s of FlashInfer JIT after ready, measured once by the
+    # first cold start), no benchmark.
+    'h1r': ['models', 'h_model', 'h_cold'],
     'h2r': ['h_warm', 'h_warm', 'h_warm'],
     'h3r': ['h_cold_ready', 'h_cold_ready', 'stop'],
     # Two SGLang releases side by side (issue 36 item 3): both installed by install.yml, each in its own virtualenv,
@@ -1330,8 +1332,10 @@ class Proof:
     def h_deploy(self, step, mode, extra):
         """deploy.yml onto the staged 16 GB model with the JIT caches in the proof's persistent folder; the
         figures of the start from wait_for_llm_health and from SGLang's own log lines (h_phases)."""
-        paths = self.memo().get('h_paths') or {}
-        if not step.check('the model is staged (step h_stage)', paths.get('target') and paths.get('drafter'), paths):
+        source = self.work / 'big-source'
+        paths = self.memo().get('h_paths') or {'target': str(source / 'target'), 'drafter': str(source / 'drafter')}
+        if not step.check('the model is there (step h_model; h_stage staged it)',
+                          all(Path(p).is_dir() for p in paths.values()), paths):
             return
         marker = self.work / 'h-start-marker'
         marker.write_text('')

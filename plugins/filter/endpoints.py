@@ -1,0 +1,41 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters that expose the bind address -> URL rule of ``module_utils/_endpoints.py`` to roles;
+each filter is documented in the YAML file of its name next to this one."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmops.serving.plugins.module_utils import _endpoints
+
+
+def _wrap(function):
+    def filter_function(*positional, **named):
+        try:
+            return function(*positional, **named)
+        except (TypeError, ValueError) as exc:
+            raise AnsibleFilterError('%s: %s' % (function.__name__, exc))
+    filter_function.__name__ = function.__name__
+    filter_function.__doc__ = function.__doc__
+    return filter_function
+
+
+def local_url(bind, port, path=''):
+    return _endpoints.local_url(bind, port, path)
+
+
+def server_endpoint(host, hostvars, address=None):
+    return _endpoints.server_endpoint(host, hostvars[host], address)
+
+
+def worker_urls(hosts, hostvars):
+    return _endpoints.worker_urls(hosts, hostvars)
+
+
+class FilterModule:
+    def filters(self):
+        return {name: _wrap(function) for name, function in (
+            ('local_url', local_url),
+            ('server_endpoint', server_endpoint),
+            ('worker_urls', worker_urls),
+        )}

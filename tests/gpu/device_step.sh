@@ -50,15 +50,14 @@ PY
     ;;
   bytecode)
     # Bytecode for the engine's imports: the wheels are installed with --no-compile (pip's default compiles
-    # them, as the role sglang_install does), and an image may forbid writing it at import. Prints the flag and
-    # the .pyc count before and after compileall over the installed wheels and the image's torch and triton.
+    # them, as the role sglang_install does), and an image may forbid writing it at import. Prints that flag
+    # and compiles the installed wheels and the image's torch and triton.
     export PYTHONPATH=$SITE
     dirs=$(python3 -c 'import os, torch, triton; print(os.path.dirname(torch.__file__), os.path.dirname(triton.__file__))')
     python3 -c 'import os, sys; print("sys.flags.dont_write_bytecode:", sys.flags.dont_write_bytecode, "PYTHONDONTWRITEBYTECODE:", os.environ.get("PYTHONDONTWRITEBYTECODE"))'
-    echo ".pyc files before: $(find "$SITE" $dirs -name '*.pyc' | wc -l)"
     start=$SECONDS
     python3 -m compileall -q -j 0 "$SITE" $dirs >/dev/null 2>&1 || true
-    echo "compileall: $((SECONDS - start)) s; .pyc files after: $(find "$SITE" $dirs -name '*.pyc' | wc -l)"
+    echo "compileall of $SITE $dirs: $((SECONDS - start)) s"
     ;;
   *)
     echo "usage: $0 receive N | install | bytecode" >&2

@@ -85,11 +85,11 @@ PHASES = {
     'h1': ['models', 'h_model', 'h_stage', 'h_cold'],
     'h2': ['h_warm', 'h_warm', 'h_warm', 'h_bench'],
     'h3': ['h_cold', 'h_cold', 'stop'],
-    # The same measure in less device time: served from the model's own folder (staging was measured in h1), the
-    # later cold starts without their sampled warm-up (83-94 s of FlashInfer JIT after ready, measured once by the
-    # first cold start), no benchmark.
-    'h1r': ['models', 'h_model', 'h_cold'],
-    'h2r': ['h_warm', 'h_warm', 'h_warm'],
+    # The same measure in less device time: served from the model's own folder (staging was measured in h1), each
+    # start measured to ready without the sampled warm-up after it (83-94 s of FlashInfer JIT on an empty cache,
+    # measured by phase h), no benchmark.
+    'h1r': ['models', 'h_model', 'h_cold_ready'],
+    'h2r': ['h_warm_ready', 'h_warm_ready', 'h_warm_ready'],
     'h3r': ['h_cold_ready', 'h_cold_ready', 'stop'],
     # Two SGLang releases side by side (issue 36 item 3): both installed by install.yml, each in its own virtualenv,
     # a deploy onto the first, the rolling change onto the second, rollback.yml back to the first. On the device three
@@ -101,17 +101,17 @@ PHASES = {
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
-STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200, 'h_cold': 200, 'h_cold_ready': 150, 'h_warm': 120,
+STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200, 'h_cold': 200, 'h_cold_ready': 150, 'h_warm': 120, 'h_warm_ready': 120,
               'i_deploy': 200, 'i_upgrade': 200, 'i_rollback': 200}
 STARTS_SERVER = {'g_warm_sampled', 'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
                  'apikey', 'rollback', 'bench_compare', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback',
-                 'h_cold', 'h_cold_ready', 'h_warm', 'h_bench', 'i_deploy', 'i_upgrade', 'i_rollback'}
+                 'h_cold', 'h_cold_ready', 'h_warm', 'h_warm_ready', 'h_bench', 'i_deploy', 'i_upgrade', 'i_rollback'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
                 'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420,
                 'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_warm_sampled': 520, 'g_stop': 150,
-                'h_model': 300, 'h_stage': 300, 'h_cold': 450, 'h_cold_ready': 300, 'h_warm': 300, 'h_bench': 420,
+                'h_model': 300, 'h_stage': 300, 'h_cold': 450, 'h_cold_ready': 300, 'h_warm': 300, 'h_warm_ready': 300, 'h_bench': 420,
                 'i_install': 360, 'i_deploy': 420, 'i_upgrade': 420, 'i_rollback': 420}
 # bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
 COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
@@ -1416,13 +1416,18 @@ class Proof:
         by step h_cold) left out."""
         self.step_h_cold(step, sampled=False)
 
-    def step_h_warm(self, step):
+    def step_h_warm_ready(self, step):
+        """The warm restart measured to ready, without the sampled warm-up after it."""
+        self.step_h_warm(step, sampled=False)
+
+    def step_h_warm(self, step, sampled=True):
         """The collection's warm restart: with the page cache dropped while the server still serves, deploy.yml
         restarts it (deploy_warm_start: the model, the drafter and the engine read first; the JIT caches kept)."""
         step.check('a server is running (the warm start is a restart)', self.server_pid(), self.pidfile)
         self.drop_caches(step)
         plan = self.h_deploy(step, 'warm', {'sglang_server_restart': True, 'deploy_warm_start': True,
-                                            'deploy_warm_extra_paths': self.h_engine_paths()})
+                                            'deploy_warm_extra_paths': self.h_engine_paths(),
+                                            'sglang_server_warm_sampled': sampled})
         if plan is not None:
             step.check('the server restarted', plan.get('action') == 'restart', plan.get('action'))
 

@@ -72,7 +72,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg='%s: %s' % (host, exc))
             return result
         service_mgr = (task_vars.get('ansible_facts') or {}).get('service_mgr') or check.get('service_mgr')
-        plan = {'launcher': _server_plan.launcher(options, service_mgr), 'version': check['version'],
+        plan = {'launcher': _server_plan.launcher(options['sglang_server_launcher'], service_mgr), 'version': check['version'],
                 'command': command, 'speculative': speculative,
                 'model_config': (check.get('configs') or {}).get('sglang_server_model_path') or {}}
         plan.update(gpus)

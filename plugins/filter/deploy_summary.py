@@ -1,7 +1,8 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The per-host summary of a deploy as one aligned table. Documented in deploy_summary.yml
-next to this file."""
+"""The per-host summary of a deploy as one aligned table, and the alignment of the tables of the
+deploy summary and playbooks/status.yml. Each filter is documented in the YAML file of its name
+next to this one."""
 
 from __future__ import annotations
 
@@ -109,11 +110,17 @@ def deploy_summary(hosts, hostvars):
         row, lines = _row(host, hostvars)
         rows.append(row)
         extra.extend(lines)
-    widths = [max(len(row[column]) for row in rows) for column in range(len(HEADER) - 1)]
-    table = ['  '.join([cell.ljust(width) for cell, width in zip(row, widths)] + [row[-1]]).rstrip() for row in rows]
-    return table + extra
+    return text_table(rows) + extra
+
+
+def text_table(rows):
+    """The rows (the header first) as text lines: each column but the last padded to its widest
+    cell, columns two spaces apart, no space at the end of a line."""
+    rows = [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)] if rows else []
+    return ['  '.join([cell.ljust(width) for cell, width in zip(row, widths)] + row[-1:]).rstrip() for row in rows]
 
 
 class FilterModule:
     def filters(self):
-        return {'deploy_summary': deploy_summary, 'depth_label': depth_label}
+        return {'deploy_summary': deploy_summary, 'depth_label': depth_label, 'text_table': text_table}

@@ -18,6 +18,7 @@ Ansible's ``open_url`` for the modules, the benchmark passes its own transport's
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
@@ -212,9 +213,18 @@ def flush_cache(request, timeout, deadline_s=30.0, url=''):
 
 # ---------------------------------------------------------------- /metrics
 
-def parse_prometheus(text):
-    """``{metric name: [values over all label sets]}`` from Prometheus text format."""
-    metrics = {}
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_LABEL_ESCAPES = {'\\\\': '\\', '\\"': '"', '\\n': '\n'}
+# sglang-router's smg_worker_cb_state per worker URL
+ROUTER_BREAKER_STATES = {0: 'closed', 1: 'open', 2: 'half-open'}
+
+
+def _label_value(escaped):
+    return re.sub(r'\\.', lambda match: _LABEL_ESCAPES.get(match.group(0), match.group(0)), escaped)
+
+
+def prometheus_samples(text):
+    """``(metric name, {label: value}, value)`` of every sample of Prometheus text format."""
     for line in text.splitlines():
         if not line or line[0] == '#':
             continue
@@ -229,8 +239,27 @@ def parse_prometheus(text):
             value = float(rest.split()[0])
         except (IndexError, ValueError):
             continue
-        metrics.setdefault(line[:name_end], []).append(value)
+        labels = dict((key, _label_value(escaped)) for key, escaped in
+                      _LABEL.findall(line[name_end + 1:line.rfind('}')])) if labelled else {}
+        yield line[:name_end], labels, value
+
+
+def parse_prometheus(text):
+    """``{metric name: [values over all label sets]}`` from Prometheus text format."""
+    metrics = {}
+    for name, dummy, value in prometheus_samples(text):
+        metrics.setdefault(name, []).append(value)
     return metrics
+
+
+def router_breakers(text):
+    """``{worker URL: closed, open or half-open}`` from sglang-router's /metrics text (the code of
+    a state it does not name as text)."""
+    breakers = {}
+    for name, labels, value in prometheus_samples(text):
+        if name == 'smg_worker_cb_state' and list(labels) == ['worker']:
+            breakers.setdefault(labels['worker'], ROUTER_BREAKER_STATES.get(value, '%g' % value))
+    return breakers
 
 
 def fetch_metrics(request, timeout):

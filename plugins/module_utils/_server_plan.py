@@ -97,6 +97,7 @@ def host_paths(options):
     return dict((name, options[name]) for name in names if str(options[name] or '').startswith('/'))
 
 
-def launcher(options, service_mgr):
-    """``systemd`` or ``process``: sglang_server_launcher, else systemd where the host's service manager is."""
-    return options[PREFIX + 'launcher'] or ('systemd' if service_mgr == 'systemd' else 'process')
+def launcher(requested, service_mgr):
+    """``systemd`` or ``process``: the one requested (sglang_server_launcher, sglang_router_launcher), else
+    systemd where it is the host's service manager (the filter ``launcher_for`` gives it to the router role)."""
+    return requested or ('systemd' if service_mgr == 'systemd' else 'process')

@@ -4,6 +4,7 @@ recorded endpoints."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -103,3 +104,52 @@ def test_prometheus_samples_without_labels_and_with_timestamps_are_read():
     assert server_api.parse_prometheus(text) == {'sglang:generation_tokens_total': [7.0],
                                                  'process_cpu_seconds_total': [1.5],
                                                  'sglang:num_running_reqs': [2.0]}
+
+
+def test_prometheus_samples_have_their_labels_unescaped():
+    text = ('# TYPE m gauge\nm{a="x",b="say \\"hi\\"\\\\n"} 1\nm 2 1700000000000\n'
+            'm{path="/a}b"} 3\nbroken{a="x"}\n')
+    assert list(server_api.prometheus_samples(text)) == [
+        ('m', {'a': 'x', 'b': 'say "hi"\\n'}, 1.0), ('m', {}, 2.0), ('m', {'path': '/a}b'}, 3.0)]
+
+
+# sglang-router's /metrics: breakers of three workers (one an IPv6 URL whose brackets and dots a regular
+# expression would read as syntax), other per-worker metrics, timestamps and a second label set.
+ROUTER_METRICS = '''# HELP smg_worker_cb_state Circuit breaker state (0 closed, 1 open, 2 half-open)
+# TYPE smg_worker_cb_state gauge
+smg_worker_cb_state{worker="http://10.0.0.5:30000"} 0
+smg_worker_cb_state{worker="http://[fd00::7]:30000"} 1
+smg_worker_cb_state{worker="http://gpu-b.example:30000"} 2 1700000000000
+smg_worker_cb_state{worker="http://10.0.0.9:30000",model="m"} 1
+smg_worker_cb_consecutive_failures{worker="http://10.0.0.5:30000"} 3
+smg_worker_health{worker="http://10.0.0.5:30000"} 1
+smg_http_requests_total 12
+'''
+ROUTER_URLS = ('http://10.0.0.5:30000', 'http://[fd00::7]:30000', 'http://gpu-b.example:30000',
+               'http://10.0.0.9:30000', 'http://10.0.0.7:30000', 'http://10.0.0.5:3000')
+
+
+def _regex_status_breakers(text):
+    """What roles/sglang_router/tasks/status.yml read with regex_findall before router_breakers."""
+    codes = dict(re.findall(r'^smg_worker_cb_state\{worker="([^"]+)"\} (\d+)', text, re.MULTILINE))
+    return dict((url, {'0': 'closed', '1': 'open', '2': 'half-open'}[codes.get(url, '0')]) for url in ROUTER_URLS)
+
+
+def _regex_breaker_open(text, url):
+    """What roles/sglang_router/vars/main.yml's __sglang_router_breaker_open was before router_breakers."""
+    codes = re.findall(r'^smg_worker_cb_state\{worker="' + re.escape(url) + r'"\} (\d+)', text, re.MULTILINE)
+    return (codes[0] if codes else '0') != '0'
+
+
+@pytest.mark.parametrize('text', [ROUTER_METRICS, '', 'smg_worker_cb_state{worker="http://10.0.0.5:30000"} 1\n'])
+def test_router_breakers_read_what_the_router_role_s_regular_expressions_read(text):
+    breakers = server_api.router_breakers(text)
+    assert dict((url, breakers.get(url, 'closed')) for url in ROUTER_URLS) == _regex_status_breakers(text)
+    assert [breakers.get(url, 'closed') != 'closed' for url in ROUTER_URLS] == [
+        _regex_breaker_open(text, url) for url in ROUTER_URLS]
+
+
+def test_router_breakers_name_each_state():
+    assert server_api.router_breakers(ROUTER_METRICS) == {
+        'http://10.0.0.5:30000': 'closed', 'http://[fd00::7]:30000': 'open', 'http://gpu-b.example:30000': 'half-open'}
+    assert server_api.router_breakers('smg_worker_cb_state{worker="http://a:1"} 3\n') == {'http://a:1': '3'}

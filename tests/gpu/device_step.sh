@@ -53,11 +53,11 @@ PY
     # them, as the role sglang_install does), and an image may forbid writing it at import. Prints that flag
     # and compiles the installed wheels and the image's torch and triton.
     export PYTHONPATH=$SITE
-    dirs=$(python3 -c 'import os, torch, triton; print(os.path.dirname(torch.__file__), os.path.dirname(triton.__file__))')
+    mapfile -t dirs < <(python3 -c 'import os, torch, triton; print(os.path.dirname(torch.__file__)); print(os.path.dirname(triton.__file__))')
     python3 -c 'import os, sys; print("sys.flags.dont_write_bytecode:", sys.flags.dont_write_bytecode, "PYTHONDONTWRITEBYTECODE:", os.environ.get("PYTHONDONTWRITEBYTECODE"))'
     start=$SECONDS
-    python3 -m compileall -q -j 0 "$SITE" $dirs >/dev/null 2>&1 || true
-    echo "compileall of $SITE $dirs: $((SECONDS - start)) s"
+    python3 -m compileall -q -j 0 "$SITE" "${dirs[@]}" >/dev/null 2>&1 || true
+    echo "compileall of $SITE ${dirs[*]}: $((SECONDS - start)) s"
     ;;
   *)
     echo "usage: $0 receive N | install | bytecode" >&2

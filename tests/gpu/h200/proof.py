@@ -1367,7 +1367,7 @@ class Proof:
         since = marker.stat().st_mtime
         keep = (str(self.work), str(self.state))
         found = {}
-        for top in {Path.home(), Path('/tmp')}:
+        for top in sorted({Path.home(), Path('/tmp')}):
             for root, dirs, files in os.walk(top):
                 if root.startswith(keep):
                     dirs[:] = []

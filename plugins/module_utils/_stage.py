@@ -34,8 +34,10 @@ FINGERPRINT_CHARS = 12
 # (default /tmp/torchinductor_<user>, which a unit with PrivateTmp=true loses at every restart);
 # FLASHINFER_WORKSPACE_BASE: FlashInfer's JIT modules (default ~/.cache/flashinfer); DG_JIT_CACHE_DIR:
 # DeepGEMM cubins (default ~/.deep_gemm); TORCH_EXTENSIONS_DIR: torch C++/CUDA extensions;
-# CUDA_CACHE_PATH: the driver's PTX JIT cache (default ~/.nv/ComputeCache); XDG_CACHE_HOME: whatever
-# else follows the XDG rule (~/.cache).
+# CUDA_CACHE_PATH: the driver's PTX JIT cache (default ~/.nv/ComputeCache); TVM_FFI_CACHE_DIR: tvm-ffi's
+# JIT extensions, which FlashInfer builds on (default ~/.cache/tvm-ffi whatever XDG_CACHE_HOME says:
+# apache-tvm-ffi 0.1.11, tvm_ffi/cpp/extension.py; 7.2 MB, and 30 s of graph capture when missing on the
+# H200, tests/gpu/results/2026-12-05-h200); XDG_CACHE_HOME: whatever else follows the XDG rule (~/.cache).
 JIT_CACHE_ENV = {
     'TRITON_CACHE_DIR': 'triton',
     'TORCHINDUCTOR_CACHE_DIR': 'torchinductor',
@@ -43,6 +45,7 @@ JIT_CACHE_ENV = {
     'DG_JIT_CACHE_DIR': 'deep_gemm',
     'TORCH_EXTENSIONS_DIR': 'torch_extensions',
     'CUDA_CACHE_PATH': 'cuda',
+    'TVM_FFI_CACHE_DIR': 'tvm-ffi',
     'XDG_CACHE_HOME': 'xdg',
 }
 

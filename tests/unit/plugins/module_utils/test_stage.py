@@ -275,5 +275,7 @@ def test_jit_cache_env_puts_every_cache_under_one_directory():
     env = _stage.jit_cache_env('/var/lib/llmops/jit-cache/main/')
     assert env['TRITON_CACHE_DIR'] == '/var/lib/llmops/jit-cache/main/triton'
     assert env['TORCHINDUCTOR_CACHE_DIR'] == '/var/lib/llmops/jit-cache/main/torchinductor'
+    # tvm-ffi (FlashInfer's JIT) reads only its own variable, not XDG_CACHE_HOME
+    assert env['TVM_FFI_CACHE_DIR'] == '/var/lib/llmops/jit-cache/main/tvm-ffi'
     assert set(env) == set(_stage.JIT_CACHE_ENV)
     assert all(v.startswith('/var/lib/llmops/jit-cache/main/') for v in env.values())

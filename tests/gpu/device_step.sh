@@ -44,23 +44,18 @@ PY
     # Packages with .pth files (nvidia-cutlass-dsl) need their site dir processed, or the
     # draft CUDA-graph capture fails with "No module named 'cutlass'" (FACTS.md).
     printf 'import site\nsite.addsitedir("%s")\n' "$SITE" > "$SITE/sitecustomize.py"
+    # Bytecode, as pip's default (and the role sglang_install) writes it at install time: the device's image
+    # sets PYTHONDONTWRITEBYTECODE, so without it every SGLang process compiles every module at every start.
+    # The image's torch and triton are compiled too.
+    mapfile -t dirs < <(PYTHONPATH=$SITE python3 -c 'import os, torch, triton; print(os.path.dirname(torch.__file__)); print(os.path.dirname(triton.__file__))')
+    python3 -c 'import os, sys; print("sys.flags.dont_write_bytecode:", sys.flags.dont_write_bytecode, "PYTHONDONTWRITEBYTECODE:", os.environ.get("PYTHONDONTWRITEBYTECODE"))'
+    python3 -m compileall -q -j 0 "$SITE" "${dirs[@]}" >/dev/null 2>&1 || true
     touch "$SITE/.installed"
     wheels=("$STATE"/wheels/*.whl)
-    echo "installed ${#wheels[@]} wheels into $SITE in $((SECONDS - start)) s"
-    ;;
-  bytecode)
-    # Bytecode for the engine's imports: the wheels are installed with --no-compile (pip's default compiles
-    # them, as the role sglang_install does), and an image may forbid writing it at import. Prints that flag
-    # and compiles the installed wheels and the image's torch and triton.
-    export PYTHONPATH=$SITE
-    mapfile -t dirs < <(python3 -c 'import os, torch, triton; print(os.path.dirname(torch.__file__)); print(os.path.dirname(triton.__file__))')
-    python3 -c 'import os, sys; print("sys.flags.dont_write_bytecode:", sys.flags.dont_write_bytecode, "PYTHONDONTWRITEBYTECODE:", os.environ.get("PYTHONDONTWRITEBYTECODE"))'
-    start=$SECONDS
-    python3 -m compileall -q -j 0 "$SITE" "${dirs[@]}" >/dev/null 2>&1 || true
-    echo "compileall of $SITE ${dirs[*]}: $((SECONDS - start)) s"
+    echo "installed ${#wheels[@]} wheels into $SITE and compiled their bytecode in $((SECONDS - start)) s"
     ;;
   *)
-    echo "usage: $0 receive N | install | bytecode" >&2
+    echo "usage: $0 receive N | install" >&2
     exit 2
     ;;
 esac

@@ -9,6 +9,9 @@ that would take more than max_unavailable servers out, what register has to do."
 
 from __future__ import annotations
 
+import posixpath
+import re
+
 # What register does with the router's entry of the server: nothing, add it, or remove it and add it afresh
 # (an entry whose circuit breaker is open would get no traffic until the breaker's timeout).
 KEEP, ADD, RE_ADD = 'none', 'add', 're-add'
@@ -58,3 +61,72 @@ def register_action(listed, url, breaker):
     if entry_of(listed, url) is None:
         return ADD
     return KEEP if (breaker or 'closed') == 'closed' else RE_ADD
+
+
+def status(url, readiness, listed, breakers, workers):
+    """``{url, up, ready, workers, missing}`` of the router at ``url``: ``readiness`` the HTTP status of its
+    ``/readiness`` (-1 or None without an answer), ``listed`` its ``/workers`` entries, ``breakers`` its circuit
+    breakers ({worker URL: state}), ``workers`` the servers it should front ({host: URL}): each listed worker with its
+    health, load and breaker (closed when the router has none for it), and the servers it does not list."""
+    urls = set(entry.get('url') for entry in listed)
+    return {'url': url, 'up': readiness in (200, 503), 'ready': readiness == 200,
+            'workers': [{'url': entry.get('url'), 'healthy': entry.get('is_healthy'), 'load': entry.get('load'),
+                         'breaker': breakers.get(entry.get('url'), 'closed')} for entry in listed],
+            'missing': [worker for worker in dict.fromkeys(workers.values()) if worker not in urls]}
+
+
+# The sglang_router role's options the plan reads (its action plugin takes them from the host's variables).
+PLAN_OPTIONS = ('sglang_router_name', 'sglang_router_config_dir', 'sglang_router_run_dir', 'sglang_router_venv',
+                'sglang_router_log_path', 'sglang_router_launcher', 'sglang_router_worker_group',
+                'sglang_router_host', 'sglang_router_port', 'sglang_router_prometheus_host', 'sglang_router_prometheus_port',
+                'sglang_router_policy', 'sglang_router_health_check_interval_secs', 'sglang_router_health_failure_threshold',
+                'sglang_router_health_success_threshold', 'sglang_router_health_check_timeout_secs',
+                'sglang_router_cb_failure_threshold', 'sglang_router_cb_timeout_duration_secs',
+                'sglang_router_retry_max_retries', 'sglang_router_request_timeout_secs', 'sglang_router_extra_args')
+# sglang-router flag -> the option that sets it, in the order of the launch command.
+ROUTER_FLAGS = (('--host', 'sglang_router_host'), ('--port', 'sglang_router_port'),
+                ('--prometheus-host', 'sglang_router_prometheus_host'), ('--prometheus-port', 'sglang_router_prometheus_port'),
+                ('--policy', 'sglang_router_policy'),
+                ('--health-check-interval-secs', 'sglang_router_health_check_interval_secs'),
+                ('--health-failure-threshold', 'sglang_router_health_failure_threshold'),
+                ('--health-success-threshold', 'sglang_router_health_success_threshold'),
+                ('--health-check-timeout-secs', 'sglang_router_health_check_timeout_secs'),
+                ('--health-check-endpoint', None),
+                ('--cb-failure-threshold', 'sglang_router_cb_failure_threshold'),
+                ('--cb-timeout-duration-secs', 'sglang_router_cb_timeout_duration_secs'),
+                ('--retry-max-retries', 'sglang_router_retry_max_retries'),
+                ('--request-timeout-secs', 'sglang_router_request_timeout_secs'))
+LOOPBACK_URL = re.compile(r'https?://(127\.|localhost[:/]|\[::1\])')
+
+
+def worker_problem(host, group, workers, local_hosts):
+    """Why the router on ``host`` cannot front ``workers`` ({host: URL} of inventory group ``group``), else None:
+    no worker, or servers on another host that listen on a loopback address (``local_hosts``, the servers that run
+    on the controller, count as this host's when the router runs there too)."""
+    if not workers:
+        return 'no hosts in inventory group %s (sglang_router_worker_group): the router would have no workers' % group
+    elsewhere = [name for name, url in workers.items()
+                 if name != host and name not in local_hosts and LOOPBACK_URL.match(url)]
+    if elsewhere:
+        return ('servers %s listen on a loopback address (sglang_server_host) the router on %s cannot reach: set '
+                'sglang_server_host (e.g. 0.0.0.0) or sglang_router_worker_url for them' % (', '.join(elsewhere), host))
+    return None
+
+
+def router_plan(options, workers, launcher):
+    """``{launcher, unit, script, key_file, shim, pidfile, argv, directories, templates}`` of the router whose role
+    options are ``options``, fronting ``workers`` ({host: URL}), started by ``launcher`` (systemd or process)."""
+    name, config_dir = options['sglang_router_name'], options['sglang_router_config_dir']
+    paths = dict(unit='llmops-sglang-router-%s.service' % name, script='%s/sglang-router-%s.sh' % (config_dir, name),
+                 key_file='%s/sglang-router-%s.key' % (config_dir, name), shim='%s/llmops_router_launch.py' % config_dir,
+                 pidfile='%s/sglang-router-%s.pid' % (options['sglang_router_run_dir'], name))
+    argv = [options['sglang_router_venv'] + '/bin/python', paths['shim']]
+    for flag, option in ROUTER_FLAGS:
+        argv += [flag, options[option] if option else '/health']
+    argv += ['--worker-urls'] + list(workers.values()) + list(options['sglang_router_extra_args'] or [])
+    launch = (dict(src='sglang-router.service.j2', dest='/etc/systemd/system/' + paths['unit'], mode='0644')
+              if launcher == 'systemd' else dict(src='launch.sh.j2', dest=paths['script'], mode='0755'))
+    return dict(paths, launcher=launcher, argv=argv, workers=workers,
+                directories=[config_dir, posixpath.dirname(options['sglang_router_log_path']),
+                             posixpath.dirname(options['sglang_router_venv'])],
+                templates=[dict(src='llmops_router_launch.py.j2', dest=paths['shim'], mode='0755'), launch])

@@ -1,0 +1,97 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: sglang_router_plan
+short_description: Plan one sglang-router from the sglang_router role's options
+version_added: 1.1.0
+description:
+  - Runs first in the C(sglang_router) role (C(tasks/main.yml)), once the host's service manager is known; the rest of
+    the role and its templates take the result's RV(plan) as it is.
+  - Reads the role's options (the C(sglang_router_*) variables of the host, as the task sees them) once, takes the
+    workers from inventory group C(sglang_router_worker_group) (C(sglang_router_worker_url) of a host, else its
+    server's address and port), and refuses, before anything on the host is touched, an empty group and servers of
+    other hosts that listen on a loopback address the router cannot reach.
+  - Changes nothing, on any host.
+author:
+  - llmops.serving contributors (@llmops)
+extends_documentation_fragment:
+  - llmops.serving.attributes
+  - llmops.serving.attributes.controller_action
+  - llmops.serving.attributes.info_module
+options: {}
+notes:
+  - The role's options are documented in the C(sglang_router) role's argument specification.
+seealso:
+  - module: llmops.serving.sglang_server_plan
+'''
+
+EXAMPLES = r'''
+- name: Plan the router of this host
+  llmops.serving.sglang_router_plan:
+  register: planned
+
+- name: Show how it would start
+  ansible.builtin.debug:
+    msg: "{{ planned.plan.argv | map('string') | list | llmops.serving.shell_join }}"
+'''
+
+RETURN = r'''
+plan:
+  description: The router's plan.
+  type: dict
+  returned: success
+  contains:
+    launcher:
+      description: C(systemd) or C(process).
+      type: str
+    unit:
+      description: Name of the systemd unit.
+      type: str
+      sample: llmops-sglang-router-main.service
+    script:
+      description: Path of the launch script (process launcher).
+      type: str
+    key_file:
+      description: Path of the API key file the launcher shim reads.
+      type: str
+    shim:
+      description: Path of the launcher shim.
+      type: str
+    pidfile:
+      description: Path of the pidfile (process launcher).
+      type: str
+    argv:
+      description: The router's launch command (the shim's python, the shim, then sglang-router's flags).
+      type: list
+      elements: raw
+    workers:
+      description: The servers the router fronts, C({host: URL}).
+      type: dict
+    directories:
+      description: The directories the router's files go into.
+      type: list
+      elements: str
+    templates:
+      description: The role's templates to write, C({src, dest, mode}) (the shim, then the unit or the launch script).
+      type: list
+      elements: dict
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+ARGUMENT_SPEC = dict()
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(msg='llmops.serving.sglang_router_plan runs on the controller (its action plugin)')
+
+
+if __name__ == '__main__':
+    main()

@@ -62,7 +62,7 @@ options:
     description: URL the router reaches the server at (C(sglang_router_worker_url), else the server's address and port).
     type: str
   workers:
-    description: Every server the router fronts, C({host: URL}) (group C(sglang_router_worker_group)).
+    description: Every server the router fronts, a dict host -> URL (group C(sglang_router_worker_group)).
     type: dict
   draining:
     description:
@@ -182,8 +182,8 @@ class Router:
         if status is None:
             return None
         if status != 200:
-            self.module.fail_json(msg='router %s answered HTTP %d to GET %s/workers' % (self.params['router'], status,
-                                                                                     self.params['url']))
+            self.module.fail_json(msg='router %s answered HTTP %d to GET %s/workers'
+                                  % (self.params['router'], status, self.params['url']))
         return (data or {}).get('workers') or []
 
     def remove(self, entry):
@@ -192,8 +192,8 @@ class Router:
 
     def add(self):
         if self.call('POST', '/workers', [202], body={'url': self.params['worker']})[0] is None:
-            self.module.fail_json(msg='router %s did not answer the addition of %s' % (self.params['router'],
-                                                                                    self.params['worker']))
+            self.module.fail_json(msg='router %s did not answer the addition of %s'
+                                  % (self.params['router'], self.params['worker']))
 
     def wait(self, done, timeout, failure):
         """Reads the workers every second until ``done(listed)``; fails with ``failure`` after ``timeout`` seconds."""
@@ -203,8 +203,8 @@ class Router:
             if listed is not None and done(listed):
                 return
             if time.monotonic() >= deadline:
-                self.module.fail_json(msg='router %s %s %s after %d s' % (self.params['router'], failure, self.params['worker'],
-                                                                        timeout))
+                self.module.fail_json(msg='router %s %s %s after %d s'
+                                      % (self.params['router'], failure, self.params['worker'], timeout))
             time.sleep(1)
 
 

@@ -17,13 +17,13 @@ description:
     workers from inventory group C(sglang_router_worker_group) (C(sglang_router_worker_url) of a host, else its
     server's address and port), and refuses, before anything on the host is touched, an empty group and servers of
     other hosts that listen on a loopback address the router cannot reach.
-  - Changes nothing, on any host.
-author:
-  - llmops.serving contributors (@llmops)
+  - It only reads variables; no host is contacted or changed.
 extends_documentation_fragment:
   - llmops.serving.attributes
-  - llmops.serving.attributes.controller_action
   - llmops.serving.attributes.info_module
+  - llmops.serving.attributes.controller_action
+author:
+  - llmops.serving contributors (@llmops)
 options: {}
 notes:
   - The role's options are documented in the C(sglang_router) role's argument specification.
@@ -36,19 +36,22 @@ EXAMPLES = r'''
   llmops.serving.sglang_router_plan:
   register: planned
 
-- name: Show how it would start
-  ansible.builtin.debug:
-    msg: "{{ planned.plan.argv | map('string') | list | llmops.serving.shell_join }}"
+- name: Write its launch script where no systemd runs it
+  ansible.builtin.template:
+    src: launch.sh.j2
+    dest: "{{ planned.plan.script }}"
+    mode: "0755"
+  when: planned.plan.launcher == 'process'
 '''
 
 RETURN = r'''
 plan:
   description: The router's plan.
-  type: dict
   returned: success
+  type: dict
   contains:
     launcher:
-      description: C(systemd) or C(process).
+      description: How the router runs, V(systemd) or V(process) (C(sglang_router_launcher), else the service manager).
       type: str
     unit:
       description: Name of the systemd unit.
@@ -71,7 +74,7 @@ plan:
       type: list
       elements: raw
     workers:
-      description: The servers the router fronts, C({host: URL}).
+      description: The servers the router fronts, a dict host -> URL.
       type: dict
     directories:
       description: The directories the router's files go into.

@@ -12,7 +12,8 @@ from ansible_collections.llmops.serving.plugins.modules import router_worker as 
 from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
 
 KEY = 'sk-router-key'
-A, B = 'http://10.0.0.1:30000', 'http://10.0.0.2:30000'
+A = 'http://10.0.0.1:30000'
+B = 'http://10.0.0.2:30000'
 
 
 class FakeRouter:

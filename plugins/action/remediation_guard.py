@@ -14,15 +14,27 @@ import os
 import time
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _guard
 from ansible_collections.llmops.serving.plugins.module_utils._procs import STAT_STARTTIME, read_stat
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
+from ansible_collections.llmops.serving.plugins.module_utils._options import with_variables
 from ansible_collections.llmops.serving.plugins.modules.remediation_guard import ARGUMENT_SPEC
 
 display = Display()
+
+# The options that the variables of playbooks/remediate.yml give where the task leaves them out.
+VARIABLES = {
+    'collapsed_hosts': 'llmops_collapsed_hosts',
+    'state_file': 'llmops_remediate_state_file',
+    'cooldown': 'llmops_remediate_cooldown',
+    'max_per_hour': 'llmops_remediate_max_per_hour',
+    'max_collapsed_share': 'llmops_remediate_max_collapsed_share',
+    'report_window': 'llmops_remediate_report_window',
+}
 
 
 def _read(path):
@@ -81,8 +93,13 @@ class ActionModule(ActionBase):
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars or {})
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        validation = ArgumentSpecValidator(ARGUMENT_SPEC).validate(
+            with_variables(self._task.args, task_vars, self._templar.resolve_variable_expression, VARIABLES))
+        if validation.error_messages:
+            raise AnsibleActionFail('remediation_guard: %s' % '; '.join(validation.error_messages))
+        args = validation.validated_parameters
         try:
             # The playbook run (the worker's parent, ansible-playbook) holds the remediation in progress.
             decision = guarded(args, time.time(), check_mode=self._task.check_mode, owner=run_identity(os.getppid()))

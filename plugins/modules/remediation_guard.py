@@ -26,6 +26,10 @@ description:
   - V(remediate) - go; O(host) is held as in progress until a call with O(state=finished).
   - Every decision is appended to C(decisions.jsonl) beside O(state_file) (mode 0600), one JSON object a line.
   - The decisions are the pure functions of C(module_utils/_guard.py).
+  - An option the task leaves out is taken from its variable where that is set (C(playbooks/remediate.yml) sets
+    none of them): O(collapsed_hosts) from C(llmops_collapsed_hosts), O(state_file), O(cooldown), O(max_per_hour),
+    O(max_collapsed_share) and O(report_window) from C(llmops_remediate_<option>) (e.g.
+    C(llmops_remediate_cooldown)); else its default.
 author: llmops.serving maintainers (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes

@@ -44,3 +44,11 @@ def test_a_dead_run_does_not_block_and_check_mode_writes_nothing(tmp_path):
     state = json.loads((tmp_path / 'guard' / 'state.json').read_text())
     assert state['in_progress']['host'] == 's1'
     assert len((tmp_path / 'guard' / 'decisions.jsonl').read_text().splitlines()) == 1
+
+
+def test_the_options_the_task_leaves_out_come_from_the_playbook_variables():
+    task_vars = {'llmops_remediate_cooldown': '{{ 60 }}', 'llmops_collapsed_hosts': ['s1', 's2'],
+                 'llmops_remediate_max_per_hour': 9, 'unrelated': 1}
+    merged = plugin.with_variables({'host': 's1', 'max_per_hour': 2}, task_vars, lambda name: 'resolved ' + name, plugin.VARIABLES)
+    assert merged == {'host': 's1', 'max_per_hour': 2, 'cooldown': 'resolved llmops_remediate_cooldown',
+                      'collapsed_hosts': 'resolved llmops_collapsed_hosts'}

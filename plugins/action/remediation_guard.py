@@ -14,6 +14,8 @@ import os
 import time
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.urls import open_url
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -34,6 +36,7 @@ VARIABLES = {
     'max_per_hour': 'llmops_remediate_max_per_hour',
     'max_collapsed_share': 'llmops_remediate_max_collapsed_share',
     'report_window': 'llmops_remediate_report_window',
+    'alertmanager_url': 'llmops_remediate_alertmanager_url',
 }
 
 
@@ -88,6 +91,17 @@ def guarded(args, now, check_mode=False, owner=None):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def raise_fleet_alert(url, decision, opener=open_url):
+    """POST the fleet-wide alert to the Alertmanager at ``url``; None where it took it, else why not."""
+    try:
+        response = opener(url + '/api/v2/alerts', data=json.dumps(_guard.fleet_alert(decision)), method='POST',
+                          headers={'Content-Type': 'application/json'}, timeout=10)
+        status = response.getcode()
+    except Exception as exc:  # pylint: disable=broad-exception-caught  # any failure is reported, none stops the run
+        return to_text(exc)
+    return None if status == 200 else 'HTTP %s' % status
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -108,5 +122,11 @@ class ActionModule(ActionBase):
         if decision['reason'] in ('unknown_host', 'fleet_wide'):
             display.warning(decision['msg'])
         result.update(decision)
+        result['alert_raised'] = False
+        if decision['fleet_alert'] and args['alertmanager_url'] and not self._task.check_mode:
+            error = raise_fleet_alert(args['alertmanager_url'], decision)
+            result['alert_raised'] = error is None
+            if error:
+                display.warning('the fleet-wide alert could not be raised in Alertmanager %s: %s' % (args['alertmanager_url'], error))
         result['changed'] = decision['action'] == 'remediate' or args['state'] == 'finished'
         return result

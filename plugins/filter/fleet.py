@@ -22,6 +22,12 @@ def group_gate_problem(group, batch, hostvars, gate):
     return _fleet.group_gate_problem(list(group), list(batch), marks, gate)
 
 
+def rollout_stops(batch, hostvars, max_fail_percentage=0):
+    """Whether the hosts of the batch that failed (``llmops_deploy_failure`` set) end the rollout."""
+    failed = len([h for h in batch if hostvars[h].get('llmops_deploy_failure') is not None])
+    return _fleet.rollout_stops(failed, len(batch), max_fail_percentage)
+
+
 class FilterModule:
     def filters(self):
-        return {'server_hosts': server_hosts, 'group_gate_problem': group_gate_problem}
+        return {'server_hosts': server_hosts, 'group_gate_problem': group_gate_problem, 'rollout_stops': rollout_stops}

@@ -182,6 +182,13 @@ def speculation_mixed(group_hosts, drafter_of):
     return notes
 
 
+def rollout_stops(failed, batch_size, max_fail_percentage=0):
+    """Whether Ansible ends the rollout after a batch of ``batch_size`` hosts of which ``failed`` failed:
+    every host of the batch failed, or more than ``max_fail_percentage`` percent of it (the play's
+    ``max_fail_percentage``)."""
+    return failed > 0 and (failed == batch_size or failed * 100 > float(max_fail_percentage) * batch_size)
+
+
 def group_gate_problem(group, batch, gate_of, gate):
     """Why the ranks of a multi-node group cannot pass the gate ``gate`` of a deploy (roles/deploy/tasks/
     group_gate.yml) together, or '' where they can: ranks not in this play batch, and ranks in it whose

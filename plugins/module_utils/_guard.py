@@ -150,6 +150,15 @@ def finish(state, host, outcome, now):
     return state
 
 
+FLEET_ALERT = 'LlmopsSpecFleetWideCollapse'
+
+
+def fleet_alert(decision):
+    """The body of the one alert a fleet-wide collapse raises in Alertmanager (its API v2, POST /api/v2/alerts)."""
+    return [{'labels': {'alertname': FLEET_ALERT, 'severity': 'critical'},
+             'annotations': {'summary': decision['msg'], 'hosts': ','.join(decision['collapsed'])}}]
+
+
 # The values of llmops_remediate_fallback that mean "speculative decoding off" (else it is a depth).
 FALLBACK_OFF = ('off', '0', 'none', 'false', '')
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 import os
 
 from ansible.errors import AnsibleActionFail, AnsibleError
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _fleet
-from ansible_collections.llmops.serving.plugins.module_utils._options import with_variables
+from ansible_collections.llmops.serving.plugins.module_utils._options import validated
 from ansible_collections.llmops.serving.plugins.modules.fleet_preflight import ARGUMENT_SPEC
 
 display = Display()
@@ -52,11 +51,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        validation = ArgumentSpecValidator(ARGUMENT_SPEC).validate(
-            with_variables(self._task.args, task_vars, self._templar.resolve_variable_expression, VARIABLES))
-        if validation.error_messages:
-            raise AnsibleActionFail('fleet_preflight: %s' % '; '.join(validation.error_messages))
-        args = validation.validated_parameters
+        args, errors = validated(ARGUMENT_SPEC, self._task.args, task_vars, self._templar.resolve_variable_expression, VARIABLES)
+        if errors:
+            raise AnsibleActionFail('fleet_preflight: %s' % '; '.join(errors))
         hostvars = task_vars['hostvars']
         groups = task_vars.get('groups', {})
         servers = list(args['hosts'])

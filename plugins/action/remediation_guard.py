@@ -16,14 +16,13 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.urls import open_url
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _guard
 from ansible_collections.llmops.serving.plugins.module_utils._procs import STAT_STARTTIME, read_stat
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
-from ansible_collections.llmops.serving.plugins.module_utils._options import with_variables
+from ansible_collections.llmops.serving.plugins.module_utils._options import validated
 from ansible_collections.llmops.serving.plugins.modules.remediation_guard import ARGUMENT_SPEC
 
 display = Display()
@@ -109,11 +108,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        validation = ArgumentSpecValidator(ARGUMENT_SPEC).validate(
-            with_variables(self._task.args, task_vars, self._templar.resolve_variable_expression, VARIABLES))
-        if validation.error_messages:
-            raise AnsibleActionFail('remediation_guard: %s' % '; '.join(validation.error_messages))
-        args = validation.validated_parameters
+        args, errors = validated(ARGUMENT_SPEC, self._task.args, task_vars, self._templar.resolve_variable_expression, VARIABLES)
+        if errors:
+            raise AnsibleActionFail('remediation_guard: %s' % '; '.join(errors))
         try:
             # The playbook run (the worker's parent, ansible-playbook) holds the remediation in progress.
             decision = guarded(args, time.time(), check_mode=self._task.check_mode, owner=run_identity(os.getppid()))

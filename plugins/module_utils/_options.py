@@ -10,6 +10,8 @@ variable is unset too."""
 
 from __future__ import annotations
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
 
 def with_variables(args, task_vars, resolve, variables):
     """``args`` (the task's arguments) with each option of ``variables`` (``{option: variable name}``)
@@ -19,3 +21,10 @@ def with_variables(args, task_vars, resolve, variables):
         if option not in merged and name in task_vars:
             merged[option] = resolve(name)
     return merged
+
+
+def validated(spec, args, task_vars, resolve, variables):
+    """``with_variables(...)`` checked against the argument spec ``spec`` (defaults filled in):
+    ``(parameters, error messages)``."""
+    result = ArgumentSpecValidator(spec).validate(with_variables(args, task_vars, resolve, variables))
+    return result.validated_parameters, result.error_messages

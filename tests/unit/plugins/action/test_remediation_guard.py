@@ -46,14 +46,6 @@ def test_a_dead_run_does_not_block_and_check_mode_writes_nothing(tmp_path):
     assert len((tmp_path / 'guard' / 'decisions.jsonl').read_text().splitlines()) == 1
 
 
-def test_the_options_the_task_leaves_out_come_from_the_playbook_variables():
-    task_vars = {'llmops_remediate_cooldown': '{{ 60 }}', 'llmops_collapsed_hosts': ['s1', 's2'],
-                 'llmops_remediate_max_per_hour': 9, 'unrelated': 1}
-    merged = plugin.with_variables({'host': 's1', 'max_per_hour': 2}, task_vars, lambda name: 'resolved ' + name, plugin.VARIABLES)
-    assert merged == {'host': 's1', 'max_per_hour': 2, 'cooldown': 'resolved llmops_remediate_cooldown',
-                      'collapsed_hosts': 'resolved llmops_collapsed_hosts'}
-
-
 class _Response:
     def __init__(self, status):
         self.status = status

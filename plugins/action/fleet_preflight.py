@@ -13,14 +13,24 @@ from __future__ import annotations
 
 import os
 
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _fleet
+from ansible_collections.llmops.serving.plugins.module_utils._options import validated
 from ansible_collections.llmops.serving.plugins.modules.fleet_preflight import ARGUMENT_SPEC
 
 display = Display()
+
+# The options the play's variables give where the task leaves them out.
+VARIABLES = {
+    'hosts': 'ansible_play_hosts_all',
+    'strict': 'llmops_strict',
+    'known': 'llmops_known_variables',
+    'router_group': 'sglang_router_group',
+    'worker_group': 'sglang_router_worker_group',
+}
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -41,7 +51,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        args, errors = validated(ARGUMENT_SPEC, self._task.args, task_vars, self._templar.resolve_variable_expression, VARIABLES)
+        if errors:
+            raise AnsibleActionFail('fleet_preflight: %s' % '; '.join(errors))
         hostvars = task_vars['hostvars']
         groups = task_vars.get('groups', {})
         servers = list(args['hosts'])

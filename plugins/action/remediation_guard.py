@@ -14,15 +14,29 @@ import os
 import time
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.urls import open_url
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _guard
 from ansible_collections.llmops.serving.plugins.module_utils._procs import STAT_STARTTIME, read_stat
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
+from ansible_collections.llmops.serving.plugins.module_utils._options import validated
 from ansible_collections.llmops.serving.plugins.modules.remediation_guard import ARGUMENT_SPEC
 
 display = Display()
+
+# The options that the variables of playbooks/remediate.yml give where the task leaves them out.
+VARIABLES = {
+    'collapsed_hosts': 'llmops_collapsed_hosts',
+    'state_file': 'llmops_remediate_state_file',
+    'cooldown': 'llmops_remediate_cooldown',
+    'max_per_hour': 'llmops_remediate_max_per_hour',
+    'max_collapsed_share': 'llmops_remediate_max_collapsed_share',
+    'report_window': 'llmops_remediate_report_window',
+    'alertmanager_url': 'llmops_remediate_alertmanager_url',
+}
 
 
 def _read(path):
@@ -76,13 +90,27 @@ def guarded(args, now, check_mode=False, owner=None):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def raise_fleet_alert(url, decision, opener=open_url):
+    """POST the fleet-wide alert to the Alertmanager at ``url``; None where it took it, else why not."""
+    try:
+        response = opener(url + '/api/v2/alerts', data=json.dumps(_guard.fleet_alert(decision)), method='POST',
+                          headers={'Content-Type': 'application/json'}, timeout=10)
+        status = response.getcode()
+    except Exception as exc:  # pylint: disable=broad-exception-caught  # any failure is reported, none stops the run
+        return to_text(exc)
+    return None if status == 200 else 'HTTP %s' % status
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars or {})
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args, errors = validated(ARGUMENT_SPEC, self._task.args, task_vars, self._templar.resolve_variable_expression, VARIABLES)
+        if errors:
+            raise AnsibleActionFail('remediation_guard: %s' % '; '.join(errors))
         try:
             # The playbook run (the worker's parent, ansible-playbook) holds the remediation in progress.
             decision = guarded(args, time.time(), check_mode=self._task.check_mode, owner=run_identity(os.getppid()))
@@ -91,5 +119,11 @@ class ActionModule(ActionBase):
         if decision['reason'] in ('unknown_host', 'fleet_wide'):
             display.warning(decision['msg'])
         result.update(decision)
+        result['alert_raised'] = False
+        if decision['fleet_alert'] and args['alertmanager_url'] and not self._task.check_mode:
+            error = raise_fleet_alert(args['alertmanager_url'], decision)
+            result['alert_raised'] = error is None
+            if error:
+                display.warning('the fleet-wide alert could not be raised in Alertmanager %s: %s' % (args['alertmanager_url'], error))
         result['changed'] = decision['action'] == 'remediate' or args['state'] == 'finished'
         return result

@@ -148,3 +148,47 @@ def finish(state, host, outcome, now):
     # A host that was just remediated starts afresh: its old report no longer counts to the fleet share.
     state['reports'].pop(host, None)
     return state
+
+
+FLEET_ALERT = 'LlmopsSpecFleetWideCollapse'
+
+
+def fleet_alert(decision):
+    """The body of the one alert a fleet-wide collapse raises in Alertmanager (its API v2, POST /api/v2/alerts)."""
+    return [{'labels': {'alertname': FLEET_ALERT, 'severity': 'critical'},
+             'annotations': {'summary': decision['msg'], 'hosts': ','.join(decision['collapsed'])}}]
+
+
+# The values of llmops_remediate_fallback that mean "speculative decoding off" (else it is a depth).
+FALLBACK_OFF = ('off', '0', 'none', 'false', '')
+
+
+def _depth(value):
+    """A depth as Jinja's ``int`` filter reads it (``'3'``, ``3.0``), 0 where it is no number."""
+    for convert in (int, lambda v: int(float(v))):
+        try:
+            return convert(value)
+        except (TypeError, ValueError):
+            pass
+    return 0
+
+
+def remediation_plan(previous, fallback='off', rollback_to='last_good'):
+    """Where a remediation takes the server (playbooks/tasks/remediate_host.yml): ``to`` is
+    ``previous`` where last_good_config (state restored, check mode) found a good configuration
+    that differs from the launch files on the host, else ``fallback``; ``fallback_depth`` is the
+    depth of the fallback, None for speculative decoding off; ``rollback_to`` is passed through."""
+    previous = previous or {}
+    off = fallback is None or fallback is False or str(fallback).lower() in FALLBACK_OFF
+    return {'to': 'previous' if previous.get('found') and previous.get('changed_files') else 'fallback',
+            'rollback_to': rollback_to, 'fallback_depth': None if off else _depth(fallback)}
+
+
+def remediation_outcome(result, plan):
+    """The journal record of the configuration a remediation left the server on: the step
+    (``rolled_back`` onto the previous good configuration, else ``fallback``) and the figures
+    of the sglang_server role's result."""
+    result = result or {}
+    return {'step': 'rolled_back' if (plan or {}).get('to') == 'previous' else 'fallback',
+            'state': result.get('state', ''), 'pid': result.get('pid'), 'depth': result.get('depth'),
+            'accept_length': result.get('accept_length')}

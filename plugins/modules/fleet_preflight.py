@@ -36,30 +36,31 @@ extends_documentation_fragment:
   - llmops.serving.attributes.info_module
 options:
   hosts:
-    description: The server hosts of the rollout, in play order (C(ansible_play_hosts_all)).
+    description: The server hosts of the rollout, in play order; left out, the play's (C(ansible_play_hosts_all)).
     type: list
     elements: str
-    required: true
   serial:
     description:
       - The play's C(serial) (C(llmops_serial)), an integer, a percentage, or a list of them.
       - Unset, the batches are not checked (one batch of every host is assumed for the groups).
     type: raw
   strict:
-    description: Refuse undeclared variable names instead of warning about them (C(llmops_strict)).
+    description: Refuse undeclared variable names instead of warning about them; left out, C(llmops_strict) where set.
     type: bool
     default: false
   known:
-    description: Names with a prefix of this collection that the site uses for itself (C(llmops_known_variables)).
+    description:
+      - Names with a prefix of this collection that the site uses for itself.
+      - Left out, C(llmops_known_variables) where set.
     type: list
     elements: str
     default: []
   router_group:
-    description: The inventory group of the routers (C(sglang_router_group)).
+    description: The inventory group of the routers; left out, C(sglang_router_group) where set.
     type: str
     default: sglang_routers
   worker_group:
-    description: The inventory group of the servers the routers front (C(sglang_router_worker_group)).
+    description: The inventory group of the servers the routers front; left out, C(sglang_router_worker_group) where set.
     type: str
     default: sglang_servers
 notes:
@@ -107,7 +108,7 @@ stopping:
 from ansible.module_utils.basic import AnsibleModule
 
 ARGUMENT_SPEC = dict(
-    hosts=dict(type='list', elements='str', required=True),
+    hosts=dict(type='list', elements='str'),
     serial=dict(type='raw'),
     strict=dict(type='bool', default=False),
     known=dict(type='list', elements='str', default=[]),

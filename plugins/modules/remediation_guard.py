@@ -26,6 +26,10 @@ description:
   - V(remediate) - go; O(host) is held as in progress until a call with O(state=finished).
   - Every decision is appended to C(decisions.jsonl) beside O(state_file) (mode 0600), one JSON object a line.
   - The decisions are the pure functions of C(module_utils/_guard.py).
+  - An option the task leaves out is taken from its variable where that is set (C(playbooks/remediate.yml) sets
+    none of them), else it has its default. O(collapsed_hosts) comes from C(llmops_collapsed_hosts); O(state_file),
+    O(cooldown), O(max_per_hour), O(max_collapsed_share), O(report_window) and O(alertmanager_url) from
+    C(llmops_remediate_<option>), e.g. C(llmops_remediate_cooldown).
 author: llmops.serving maintainers (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
@@ -89,6 +93,14 @@ options:
     description: Seconds after which a remediation that never finished no longer blocks the next one.
     type: float
     default: 3600
+  alertmanager_url:
+    description:
+      - The Alertmanager in which the first V(fleet_wide) decision of an episode (RV(fleet_alert)) raises the alert
+        C(LlmopsSpecFleetWideCollapse) (severity C(critical); its C(summary) is RV(msg), its C(hosts) RV(collapsed)),
+        through its API (C(POST /api/v2/alerts)), e.g. V(http://127.0.0.1:9093).
+      - Empty, no alert is raised. A failure to raise it is a warning, not a failure of the task. Not in check mode.
+    type: str
+    default: ''
 '''
 
 EXAMPLES = r'''
@@ -136,6 +148,10 @@ retry_after:
   description: Seconds until the cooldown or the hourly budget allows this host again (else 0).
   type: float
   returned: always
+alert_raised:
+  description: Whether the fleet-wide alert was raised in Alertmanager (O(alertmanager_url)) by this call.
+  type: bool
+  returned: always
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -152,6 +168,7 @@ ARGUMENT_SPEC = dict(
     max_collapsed_share=dict(type='float', default=0.5),
     report_window=dict(type='float', default=600.0),
     stale_after=dict(type='float', default=3600.0),
+    alertmanager_url=dict(type='str', default=''),
 )
 
 

@@ -44,3 +44,32 @@ def test_a_dead_run_does_not_block_and_check_mode_writes_nothing(tmp_path):
     state = json.loads((tmp_path / 'guard' / 'state.json').read_text())
     assert state['in_progress']['host'] == 's1'
     assert len((tmp_path / 'guard' / 'decisions.jsonl').read_text().splitlines()) == 1
+
+
+class _Response:
+    def __init__(self, status):
+        self.status = status
+
+    def getcode(self):
+        return self.status
+
+
+def test_the_fleet_wide_alert_is_posted_once_and_a_failure_is_only_reported():
+    calls = []
+
+    def opener(url, **kw):
+        calls.append((url, kw))
+        return _Response(200)
+
+    decision = {'msg': '3 of 4 servers lost their acceptance', 'collapsed': ['s1', 's2', 's3']}
+    assert plugin.raise_fleet_alert('http://am:9093', decision, opener) is None
+    url, kw = calls[0]
+    assert url == 'http://am:9093/api/v2/alerts' and kw['method'] == 'POST' and kw['timeout'] == 10
+    assert json.loads(kw['data']) == [{'labels': {'alertname': 'LlmopsSpecFleetWideCollapse', 'severity': 'critical'},
+                                       'annotations': {'summary': decision['msg'], 'hosts': 's1,s2,s3'}}]
+    assert plugin.raise_fleet_alert('http://am:9093', decision, lambda url, **kw: _Response(202)) == 'HTTP 202'
+
+    def refused(url, **kw):
+        raise OSError('connection refused')
+
+    assert 'connection refused' in plugin.raise_fleet_alert('http://am:9093', decision, refused)

@@ -133,3 +133,26 @@ def test_a_run_that_died_no_longer_blocks():
     alive.clear()
     d, state = decide(state, 's2', now=1002.0, fleet=BIG, owner=[5, '1'], owner_alive=lambda o: alive.get(tuple(o), False))
     assert d['reason'] == 'remediate' and state['in_progress']['owner'] == [5, '1']
+
+
+@pytest.mark.parametrize('previous, fallback, expected', [
+    ({'found': True, 'changed_files': ['argv.json']}, 'off', {'to': 'previous', 'fallback_depth': None}),
+    ({'found': True, 'changed_files': []}, 3, {'to': 'fallback', 'fallback_depth': 3}),
+    ({'failed': True}, '2', {'to': 'fallback', 'fallback_depth': 2}),
+    (None, False, {'to': 'fallback', 'fallback_depth': None}),
+    ({}, None, {'to': 'fallback', 'fallback_depth': None}),
+    ({}, 0, {'to': 'fallback', 'fallback_depth': None}),
+    ({}, 'None', {'to': 'fallback', 'fallback_depth': None}),
+    ({}, '4.0', {'to': 'fallback', 'fallback_depth': 4}),
+])
+def test_remediation_plan(previous, fallback, expected):
+    plan = _guard.remediation_plan(previous, fallback, 'last_good')
+    assert plan == dict(expected, rollback_to='last_good')
+
+
+def test_remediation_outcome():
+    result = {'state': 'ready', 'pid': 7, 'depth': 3, 'accept_length': 2.1, 'url': 'http://x'}
+    assert _guard.remediation_outcome(result, {'to': 'fallback'}) == {
+        'step': 'fallback', 'state': 'ready', 'pid': 7, 'depth': 3, 'accept_length': 2.1}
+    assert _guard.remediation_outcome(None, {'to': 'previous'}) == {
+        'step': 'rolled_back', 'state': '', 'pid': None, 'depth': None, 'accept_length': None}

@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The text lines the playbooks show a person: the routers' workers (playbooks/status.yml), the
+good configuration each host goes back to and the server it serves again (playbooks/rollback.yml),
+the last steps of the speculation guard's journal (playbooks/status.yml). Pure functions over the
+results the roles registered; the filters of plugins/filter/reports.py expose them."""
+
+from __future__ import annotations
+
+import json
+
+# The figures of a journal line shown after its time and step, where the line has them.
+JOURNAL_FIGURES = ('state', 'depth', 'accept_length', 'reason')
+
+
+def router_status_text(statuses):
+    """One text of every router and each of its workers, from ``{router: sglang_router_status}``
+    in the routers' order: readiness and URL, each worker's health, circuit breaker and load,
+    and the workers that should be in the router but are not."""
+    text = ''
+    for host, status in statuses:
+        text += ' %s: router ready=%s %s; ' % (host, status.get('ready'), status.get('url'))
+        for worker in status.get('workers') or []:
+            text += '%s: worker %s healthy=%s breaker=%s load=%s; ' % (
+                host, worker.get('url'), worker.get('healthy'), worker.get('breaker'), worker.get('load'))
+        for url in status.get('missing') or []:
+            text += '%s: worker %s not in the router; ' % (host, url)
+    return text
+
+
+def rollback_selection(host, record):
+    """What ``host`` goes back to, from last_good_config's result with ``state=restored`` in check mode:
+    the record, its engine, the files it restores and the drafter files put back from their backups."""
+    selected, metadata = record.get('selected') or {}, record.get('metadata') or {}
+    changed = record.get('changed_files') or []
+    text = '%s: record %s (%s back, passed %s): %s %s, depth %s; files to restore: %s' % (
+        host, selected.get('id'), selected.get('index'), selected.get('recorded_at'), metadata.get('engine', 'sglang'),
+        metadata.get('version'), metadata.get('depth'), ', '.join(changed) if changed else 'none')
+    if record.get('restored_from_backup'):
+        text += '; drafter files put back from their backups: ' + ', '.join(record['restored_from_backup'])
+    if record.get('changed_since_record'):
+        text += '; changed since it was recorded, no backup holds it, not restored: ' + ', '.join(record['changed_since_record'])
+    return text
+
+
+def rollback_outcome(host, result):
+    """The server ``host`` serves after a rollback (the sglang_server role's ``sglang_server_result``)."""
+    return '%s: %s to record %s, pid %s, %s %s, depth %s, accept length %s' % (
+        host, result.get('state'), (result.get('record') or {}).get('id'), result.get('pid'), result.get('engine'),
+        result.get('version'), result.get('depth'), result.get('accept_length'))
+
+
+def journal_rows(journals):
+    """``host: <at> <step> state=... depth=... accept_length=... reason=...`` for each line of each
+    host's remediation journal (``[(host, [JSON line, ...]), ...]``); a line that is not a JSON
+    object is left out."""
+    rows = []
+    for host, lines in journals:
+        for line in lines or []:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            rows.append(' '.join(['%s: %s %s' % (host, entry.get('at'), entry.get('step'))] + [
+                '%s=%s' % (key, entry[key]) for key in JOURNAL_FIGURES if entry.get(key) is not None]))
+    return rows

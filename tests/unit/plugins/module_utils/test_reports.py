@@ -1,0 +1,47 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lines playbooks/status.yml and playbooks/rollback.yml show (module_utils/_reports.py)."""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.llmops.serving.plugins.module_utils import _reports
+
+
+def test_router_status_text_names_each_worker_and_the_missing_ones():
+    status = {'ready': True, 'url': 'http://r1:30000', 'missing': ['http://ns2:30000'],
+              'workers': [{'url': 'http://ns1:30000', 'healthy': True, 'breaker': 'closed', 'load': 0}]}
+    assert _reports.router_status_text([('r1', status), ('r2', {'ready': False, 'url': 'http://r2:30000'})]) == (
+        ' r1: router ready=True http://r1:30000; r1: worker http://ns1:30000 healthy=True breaker=closed load=0; '
+        'r1: worker http://ns2:30000 not in the router;  r2: router ready=False http://r2:30000; ')
+
+
+def test_rollback_selection_names_the_record_its_files_and_the_backups():
+    record = {'selected': {'id': 'abc123', 'index': 1, 'recorded_at': '2026-01-01T00:00:00Z'},
+              'metadata': {'version': '0.5.15', 'depth': 3}, 'changed_files': ['argv.json', 'env'],
+              'restored_from_backup': ['drafter/config.json'], 'changed_since_record': []}
+    assert _reports.rollback_selection('ns1', record) == (
+        'ns1: record abc123 (1 back, passed 2026-01-01T00:00:00Z): sglang 0.5.15, depth 3; files to restore: argv.json, env; '
+        'drafter files put back from their backups: drafter/config.json')
+    bare = dict(record, changed_files=[], restored_from_backup=None, changed_since_record=['drafter/model.safetensors'],
+                metadata={'engine': 'vllm', 'version': '0.9', 'depth': None})
+    assert _reports.rollback_selection('ns1', bare).endswith(
+        'vllm 0.9, depth None; files to restore: none; changed since it was recorded, no backup holds it, not restored: '
+        'drafter/model.safetensors')
+
+
+def test_rollback_outcome():
+    result = {'state': 'rolled_back', 'record': {'id': 'abc'}, 'pid': 42, 'engine': 'sglang', 'version': '0.5.15',
+              'depth': 16, 'accept_length': 2.5}
+    assert _reports.rollback_outcome('ns1', result) == \
+        'ns1: rolled_back to record abc, pid 42, sglang 0.5.15, depth 16, accept length 2.5'
+
+
+def test_journal_rows_show_the_figures_a_line_has_and_skip_what_is_no_record():
+    lines = [json.dumps({'at': 'T1', 'host': 'ns1', 'step': 'started', 'fallback': 3}),
+             json.dumps({'at': 'T2', 'host': 'ns1', 'step': 'fallback', 'state': 'ready', 'pid': 7, 'depth': 3,
+                         'accept_length': None}),
+             json.dumps({'at': 'T3', 'host': 'ns1', 'step': 'failed', 'reason': 'no GPU'}), 'not json', '[1]']
+    assert _reports.journal_rows([('ns1', lines), ('ns2', [])]) == [
+        'ns1: T1 started', 'ns1: T2 fallback state=ready depth=3', 'ns1: T3 failed reason=no GPU']

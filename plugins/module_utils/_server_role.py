@@ -18,6 +18,10 @@ PREFIX = 'sglang_server_'
 NAME_OPTIONS = tuple(PREFIX + name for name in ('name', 'config_dir', 'run_dir', 'host', 'port'))
 # Every role option the plan reads for names(), server_user() and last_good() (besides _server_plan.OPTIONS).
 OPTIONS = NAME_OPTIONS + tuple(PREFIX + name for name in ('user', 'user_home', 'state_dir'))
+# The role options of the short fixed benchmark (tasks/benchmark_rounds.yml, the deploy role's canary gate).
+BENCHMARK_OPTIONS = tuple(PREFIX + name for name in (
+    'engine', 'served_model_name', 'api_key', 'host', 'port', 'benchmark_rounds', 'benchmark_num_prompts',
+    'benchmark_concurrency', 'benchmark_input_len', 'benchmark_output_len', 'benchmark_timeout'))
 # The role options the launch files are made of (besides the plan).
 FILES_OPTIONS = tuple(PREFIX + name for name in ('env', 'gpus', 'user', 'user_groups', 'api_key', 'config_dir',
                                                  'log_path'))
@@ -127,6 +131,23 @@ def result(plan, health, rank_health, pid, engine, check_mode):
             'adaptive': speculative.get('adaptive', False), 'ready_s': health.get('elapsed'),
             'phases': health.get('phases', []), 'warm_sampled_s': (health.get('warm_sampled') or {}).get('seconds'),
             'accept_length': (health.get('smoke') or {}).get('accept_length'), 'url': plan['url']}
+
+
+def benchmark_args(options):
+    """The arguments of one round of the role's short fixed benchmark (llmops.serving.llm_benchmark): the
+    server's native API (SGLang) or the OpenAI-compatible one, one concurrency level (as many warm-up requests),
+    the prefix cache flushed (SGLang), no failed request allowed."""
+    concurrency = options[PREFIX + 'benchmark_concurrency']
+    args = {'url': _endpoints.local_url(options[PREFIX + 'host'], options[PREFIX + 'port']),
+            'api': 'generate' if options[PREFIX + 'engine'] == 'sglang' else 'completions',
+            'num_prompts': options[PREFIX + 'benchmark_num_prompts'], 'concurrency': [concurrency],
+            'input_len': options[PREFIX + 'benchmark_input_len'], 'output_len': options[PREFIX + 'benchmark_output_len'],
+            'warmup_requests': concurrency, 'flush_cache': options[PREFIX + 'engine'] == 'sglang',
+            'timeout': options[PREFIX + 'benchmark_timeout'], 'max_failed_ratio': 0}
+    for name, option in (('model', 'served_model_name'), ('api_key', 'api_key')):
+        if options[PREFIX + option]:
+            args[name] = options[PREFIX + option]
+    return args
 
 
 def _int(value):

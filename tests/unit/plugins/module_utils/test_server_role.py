@@ -94,3 +94,17 @@ def test_status():
     down = _server_role.status({'running': False, 'pid': None}, {'skipped': True}, dict(info, msg='refused'))
     assert (down['running'], down['pid'], down['msg']) == (False, None, 'refused')
     assert _server_role.status({'running': True, 'pid': 7}, {}, info)['pid'] == 7
+
+
+def test_benchmark_args():
+    values = {'sglang_server_engine': 'sglang', 'sglang_server_served_model_name': '', 'sglang_server_api_key': '',
+              'sglang_server_host': '0.0.0.0', 'sglang_server_port': 30000, 'sglang_server_benchmark_rounds': 3,
+              'sglang_server_benchmark_num_prompts': 16, 'sglang_server_benchmark_concurrency': 4,
+              'sglang_server_benchmark_input_len': 64, 'sglang_server_benchmark_output_len': 128,
+              'sglang_server_benchmark_timeout': 120}
+    assert _server_role.benchmark_args(values) == {
+        'url': 'http://127.0.0.1:30000', 'api': 'generate', 'num_prompts': 16, 'concurrency': [4], 'input_len': 64,
+        'output_len': 128, 'warmup_requests': 4, 'flush_cache': True, 'timeout': 120, 'max_failed_ratio': 0}
+    vllm = _server_role.benchmark_args(dict(values, sglang_server_engine='vllm', sglang_server_served_model_name='m',
+                                            sglang_server_api_key='k'))
+    assert (vllm['api'], vllm['flush_cache'], vllm['model'], vllm['api_key']) == ('completions', False, 'm', 'k')

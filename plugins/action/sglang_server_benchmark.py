@@ -34,8 +34,8 @@ class ActionModule(ActionBase):
                 one = self._execute_module(module_name='llmops.serving.llm_benchmark', module_args=dict(module_args),
                                            task_vars=task_vars)
                 rounds.append(one)
-                display.display('[%s] round %d of %d: %s' % (task_vars.get('inventory_hostname'), number, count,
-                                                            'failed' if one.get('failed') else 'done'))
+                state = 'failed' if one.get('failed') else 'done'
+                display.display('[%s] round %d of %d: %s' % (task_vars.get('inventory_hostname'), number, count, state))
                 if one.get('failed'):
                     failures.append('round %d of %d: %s' % (number, count, one.get('msg', 'failed')))
         finally:

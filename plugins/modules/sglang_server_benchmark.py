@@ -20,26 +20,26 @@ description:
     many warm-up requests), through SGLang's native API (its prefix cache flushed first) or the OpenAI-compatible one,
     with C(sglang_server_served_model_name) and C(sglang_server_api_key) where set.
   - Fails when a request of a round failed (each round runs all the same); the rounds are returned either way.
-author:
-  - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
   - llmops.serving.attributes.controller_action
 attributes:
   check_mode:
-    support: none
     details: Sends requests; skip the task in check mode.
-  diff_mode:
     support: none
+  diff_mode:
     details: Changes no configuration.
+    support: none
   idempotent:
-    support: full
     details: Never reports a change.
+    support: full
 options: {}
 notes:
   - The role's options are documented in the C(sglang_server) role's argument specification.
 seealso:
   - module: llmops.serving.llm_benchmark
+author:
+  - llmops.serving contributors (@llmops)
 '''
 
 EXAMPLES = r'''

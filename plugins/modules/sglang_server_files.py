@@ -28,11 +28,11 @@ extends_documentation_fragment:
   - llmops.serving.attributes.controller_action
 attributes:
   check_mode:
-    support: full
     details: Reports the files that would change (RV(changed_files)) and changes nothing.
-  diff_mode:
     support: full
+  diff_mode:
     details: The diff of M(llmops.serving.launch_files); the secrets' content is replaced by a placeholder.
+    support: full
   idempotent:
     support: full
 options:
@@ -83,9 +83,7 @@ last_good:
 
 from ansible.module_utils.basic import AnsibleModule
 
-ARGUMENT_SPEC = dict(
-    compare=dict(type='bool', default=False),
-)
+ARGUMENT_SPEC = {'compare': {'type': 'bool', 'default': False}}
 
 
 def main():

@@ -5,10 +5,12 @@
 
 """Controller side of llmops.serving.sglang_server_benchmark: reads the sglang_server role's benchmark
 options once (module_utils/_server_role.py builds the arguments) and runs llmops.serving.llm_benchmark
-on the host once per round."""
+on the host once per round; the play's module_defaults for llm_benchmark (or its group llm_server) fill
+the options the role does not set, as they did for the role's llm_benchmark task."""
 
 from __future__ import annotations
 
+from ansible.executor.module_common import _apply_action_arg_defaults
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -16,6 +18,8 @@ from ansible_collections.llmops.serving.plugins.module_utils import _server_role
 from ansible_collections.llmops.serving.plugins.modules.sglang_server_benchmark import ARGUMENT_SPEC
 
 display = Display()
+
+MODULE = 'llmops.serving.llm_benchmark'
 
 
 class ActionModule(ActionBase):
@@ -27,11 +31,11 @@ class ActionModule(ActionBase):
         self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         options = dict((name, self._templar.resolve_variable_expression(name)) for name in _server_role.BENCHMARK_OPTIONS)
         count = int(options['sglang_server_benchmark_rounds'])
-        module_args = _server_role.benchmark_args(options)
+        module_args = _apply_action_arg_defaults(MODULE, self._task, _server_role.benchmark_args(options), self._templar)
         rounds, failures = [], []
         try:
             for number in range(1, count + 1):
-                one = self._execute_module(module_name='llmops.serving.llm_benchmark', module_args=dict(module_args),
+                one = self._execute_module(module_name=MODULE, module_args=dict(module_args),
                                            task_vars=task_vars)
                 rounds.append(one)
                 state = 'failed' if one.get('failed') else 'done'

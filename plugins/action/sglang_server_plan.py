@@ -6,13 +6,14 @@
 """Controller side of llmops.serving.sglang_server_plan: reads the sglang_server role's options once,
 refuses what cannot work before the host is touched (module_utils/_server_plan.py), runs the host's
 launch check (llmops.serving.sglang_launch_check, one module run) and returns the plan: launcher,
-version, command, speculative settings, the model's config, GPUs and the group layout."""
+version, command, speculative settings, the model's config, GPUs and the group layout, and what the role
+derives from them (module_utils/_server_role.py: names, user, launch templates, last good record)."""
 
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.llmops.serving.plugins.module_utils import _server_plan, _sglang_args
+from ansible_collections.llmops.serving.plugins.module_utils import _server_plan, _server_role, _sglang_args
 from ansible_collections.llmops.serving.plugins.modules.sglang_server_plan import ARGUMENT_SPEC
 
 
@@ -25,6 +26,7 @@ class ActionModule(ActionBase):
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         host = task_vars['inventory_hostname']
         options = dict((name, self._templar.resolve_variable_expression(name)) for name in _server_plan.OPTIONS)
+        options.update((name, self._templar.resolve_variable_expression(name)) for name in _server_role.OPTIONS)
         hostvars = task_vars['hostvars']
 
         def address_of(member):
@@ -77,5 +79,6 @@ class ActionModule(ActionBase):
                 'model_config': (check.get('configs') or {}).get('sglang_server_model_path') or {}}
         plan.update(gpus)
         plan.update(layout)
+        plan.update(_server_role.role_plan(options, plan))
         result.update(changed=False, plan=plan)
         return result

@@ -92,6 +92,46 @@ plan:
     dist_init_addr:
       description: The group's rendezvous address (rank 0's inventory address and C(sglang_server_dist_init_port)); empty without a group.
       type: str
+    unit:
+      description: The server's systemd unit, C(llmops-sglang-<sglang_server_name>.service) (P(llmops.serving.server_names#filter)).
+      type: str
+    unit_file:
+      description: The unit's file, in C(/etc/systemd/system).
+      type: str
+    env_file:
+      description: The server's environment file, in C(sglang_server_config_dir).
+      type: str
+    script:
+      description: The launch script of the process launcher, in C(sglang_server_config_dir).
+      type: str
+    shim:
+      description: The launcher shim, in C(sglang_server_config_dir).
+      type: str
+    api_key_file:
+      description: The file the shim reads the API key from, in C(sglang_server_config_dir) (there only with a key).
+      type: str
+    pidfile:
+      description: The pidfile of the process launcher, in C(sglang_server_run_dir).
+      type: str
+    url:
+      description: Where the server answers on its host (P(llmops.serving.local_url#filter) of C(sglang_server_host) and C(sglang_server_port)).
+      type: str
+    switch_user:
+      description: Whether the server runs as C(sglang_server_user) rather than root.
+      type: bool
+    home:
+      description: The home of the user the server runs as (C(sglang_server_user_home), else C(/root)).
+      type: str
+    templates:
+      description: The launch files rendered from the role's templates besides the environment file, the shim and the unit or the script.
+      type: list
+      elements: dict
+      sample: [{src: llmops_launch.py.j2, dest: /etc/llmops/llmops_launch.py, mode: '0755'}]
+    last_good:
+      description:
+        - The last good record these launch files, command and drafter make (M(llmops.serving.last_good_config)'s
+          C(name), C(state_dir), C(files), C(fingerprints) and C(metadata)); the API key file is not part of it.
+      type: dict
 missing_paths:
   description: The model or drafter settings whose path does not exist on the host, and the path.
   type: dict

@@ -1,0 +1,47 @@
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters that expose what the sglang_server role derives (``module_utils/_server_role.py``) to its tasks;
+each filter is documented in the YAML file of its name next to this one."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.llmops.serving.plugins.module_utils import _server_role
+
+
+def _wrap(function):
+    def filter_function(*positional, **named):
+        try:
+            return function(*positional, **named)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AnsibleFilterError('%s: %s' % (function.__name__, exc))
+    filter_function.__name__ = function.__name__
+    filter_function.__doc__ = function.__doc__
+    return filter_function
+
+
+def server_names(name, config_dir, run_dir, host, port):
+    return _server_role.names(name, config_dir, run_dir, host, port)
+
+
+def server_decision(plan, process_status, unit_status, files, restart=False):
+    return _server_role.decision(plan, process_status or {}, unit_status or {}, files, boolean(restart, strict=False))
+
+
+def server_result(plan, health, rank_health, pid, engine, check_mode=False):
+    return _server_role.result(plan, health, rank_health, pid, engine, boolean(check_mode, strict=False))
+
+
+def server_status(process_status, unit_status, info):
+    return _server_role.status(process_status or {}, unit_status or {}, info)
+
+
+class FilterModule:
+    def filters(self):
+        return {name: _wrap(function) for name, function in (
+            ('server_names', server_names),
+            ('server_decision', server_decision),
+            ('server_result', server_result),
+            ('server_status', server_status),
+        )}

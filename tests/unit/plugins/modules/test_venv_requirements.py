@@ -36,9 +36,9 @@ def test_a_missing_virtualenv_misses_everything(tmp_path, capsys):
 
 def test_fail_unsatisfied_says_why(venv, capsys):
     result = run_main(venv_requirements.main, capsys, venv=venv, requirements=['pytest==0.0.1'], import_module='json',
-                       fail_unsatisfied=True)[0]
+                      fail_unsatisfied=True)[0]
     assert result['failed'] and result['msg'].startswith('after the install, pytest==0.0.1 not satisfied in %s' % venv)
     result = run_main(venv_requirements.main, capsys, venv=venv, requirements=[], import_module='no_such_module_xyz',
-                       fail_unsatisfied=True)[0]
+                      fail_unsatisfied=True)[0]
     assert result['failed'] and result['msg'].startswith('import no_such_module_xyz failed in %s/bin/python: ' % venv)
     assert 'No module named' in result['msg']

@@ -235,3 +235,19 @@ def evaluate(gpus, max_used_mib=None, min_free_mib=None, balance=None):
             found.append('free %d MiB < %.2f x %d MiB free on the best GPU (unbalanced)' % (free, balance, best_free))
         problems[gpu['index']] = found
     return problems
+
+
+def listing_check(listed, wanted, required_by, host):
+    """Whether the GPUs nvidia-smi ``listed`` (gpu_memory's ``gpus``) include each of ``wanted`` (indices
+    or UUIDs), as ``{'ok', 'missing', 'count', 'msg'}``: ``msg`` is the refusal, or what was found."""
+    names = [str(gpu['index']) for gpu in listed] + [gpu['uuid'] for gpu in listed]
+    missing = [str(gpu) for gpu in wanted if str(gpu) not in names]
+    count, shown = len(listed), ', '.join(str(gpu) for gpu in wanted)
+    if missing:
+        msg = ('%s needs GPU%s %s on %s, but nvidia-smi lists %d GPU%s (indices %s; missing: %s); nothing was '
+               'stopped or changed' % (required_by, 's' if len(wanted) > 1 else '', shown, host, count,
+                                       '' if count == 1 else 's', ', '.join(str(gpu['index']) for gpu in listed),
+                                       ', '.join(missing)))
+    else:
+        msg = '%d GPU(s) %s of %d on %s' % (len(wanted), shown, count, host)
+    return {'ok': not missing, 'missing': missing, 'count': count, 'msg': msg}

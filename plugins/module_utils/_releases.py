@@ -131,3 +131,10 @@ def survey(root, keep=(), state_dirs=(), extra=(), proc='/proc'):
         out.append(dict(path=venv, bytes=disk_usage(venv), in_use=users[venv], records=records.get(venv, []),
                         kept=bool(why), why='; '.join(why) or 'nothing needs it'))
     return out
+
+
+def prune_summary(removed, freed_bytes, venvs, check_mode=False):
+    """One line on a prune: what was (or would be) removed, the space freed and what was kept (needed)."""
+    return '%s %s, %s MiB freed; kept (needed): %s' % (
+        'would remove' if check_mode else 'removed', ', '.join(removed) or 'nothing', round(freed_bytes / 1048576, 1),
+        ', '.join(venv['path'] for venv in venvs if venv['kept']) or 'none')

@@ -598,3 +598,39 @@ def warm(paths, budget, method='read', exclude=(), chunk=CHUNK):
         result['bytes'] += size
     result['seconds'] = round(time.monotonic() - started, 3)
     return result
+
+
+def stage_args(item, manifest=None, **args):
+    """model_stage's arguments for one checkpoint of the role's list (``name``, ``source``, ``exclude``):
+    its name and source, then ``manifest`` where given (a copy), else its ``exclude`` where it has one
+    (reading the source); ``args`` last."""
+    out = {'name': item['name'], 'source': item['source']}
+    if manifest is not None:
+        out['manifest'] = manifest
+    elif item.get('exclude') is not None:
+        out['exclude'] = item['exclude']
+    out.update(args)
+    return out
+
+
+def staged_paths(results):
+    """Name -> staged directory, from the results of a model_stage loop over the role's list."""
+    return dict((result['item']['name'], result['path']) for result in results)
+
+
+def stage_summary(name, result):
+    """One line on a staged copy: what was copied, how fast, what was pruned or kept."""
+    line = '%s -> %s: %d of %d files copied (%d bytes, %s s%s)' % (
+        name, result['path'], result['files_copied'], result['files'], result['bytes_copied'], result['seconds'],
+        ', %d B/s' % result['bytes_per_second'] if result.get('bytes_per_second') else '')
+    if result.get('pruned'):
+        line += ', pruned ' + ', '.join(result['pruned'])
+    if result.get('in_use'):
+        line += ', kept (in use) ' + ', '.join(result['in_use'])
+    return line
+
+
+def warm_summary(result):
+    """One line on a page cache warm-up."""
+    return 'page cache warm-up: %(bytes)d bytes in %(files)d files, %(seconds)s s (bound %(budget_bytes)d bytes, ' \
+           'skipped %(skipped_bytes)d bytes)' % result

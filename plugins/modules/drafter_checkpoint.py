@@ -247,6 +247,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+summary:
+  description: What was found and done, in one line (the path as O(path) names it).
+  returned: success
+  type: str
+  sample: "/srv/drafter: 12 tensors, layout layers -> midlayer, 10 renamed (header_in_place), config fixed"
 layout_before:
   description: Layer naming found (V(midlayer), V(layers), V(mixed) or V(none)).
   returned: always
@@ -845,6 +850,17 @@ ARGUMENT_SPEC = dict(
 )
 
 
+def summary_line(path, result):
+    """What was found and done, in one line (the drafter role shows it)."""
+    methods = []
+    for entry in result['files']:
+        if entry['method'] not in methods:
+            methods.append(entry['method'])
+    return '%s: %d tensors, layout %s -> %s, %d renamed (%s), config %s' % (
+        path, result['tensors'], result['layout_before'], result['layout_after'], result['renamed'], ', '.join(methods),
+        'fixed' if result['config_changed'] else 'unchanged')
+
+
 def main():
     module = AnsibleModule(
         argument_spec=ARGUMENT_SPEC,
@@ -865,6 +881,7 @@ def main():
         module.fail_json(msg='drafter %s %s %d problem(s) for %s: %s' % (
             module.params['path'], what, len(result['problems']), label,
             '; '.join(result['problems'])), **result)
+    result['summary'] = summary_line(module.params['path'], result)
     module.exit_json(**result)
 
 

@@ -235,6 +235,11 @@ in_use:
   description: Other copies kept because a launch file or a good record names them, with those files.
   returned: state=present
   type: dict
+summary:
+  description: What was copied (would be, in check mode), how fast, and what was pruned or kept, in one line.
+  returned: state=present
+  type: str
+  sample: "kimi-k2.5-int4 -> /var/lib/llmops/models/kimi-k2.5-int4-3f9a0c1b22de: 64 of 64 files copied (595000000000 bytes, 812.4 s, 732000000 B/s)"
 '''
 
 import os
@@ -326,6 +331,7 @@ def main():
                         pruned=[]),
             after=dict(path=result['path'], files=result['files'], pruned=result['pruned']),
         )
+    result['summary'] = _stage.stage_summary(params['name'], result)
     module.exit_json(**result)
 
 

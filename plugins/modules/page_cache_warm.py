@@ -107,6 +107,11 @@ skipped_bytes:
   returned: always
   type: int
   sample: 0
+summary:
+  description: What was read, how long it took and the bound, in one line.
+  returned: always
+  type: str
+  sample: "page cache warm-up: 21280000000 bytes in 64 files, 20.9 s (bound 1200000000000 bytes, skipped 0 bytes)"
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -145,7 +150,8 @@ def main():
         module.warn('%d files (%d bytes) were not read: they did not fit in %d bytes (%s of MemAvailable %d)'
                     % (result['skipped_files'], result['skipped_bytes'], budget, params['memory_fraction'], available))
     result['bytes_per_second'] = int(result['bytes'] / result['seconds']) if result['seconds'] > 0 else None
-    module.exit_json(changed=False, budget_bytes=budget, mem_available=available, **result)
+    result.update(budget_bytes=budget, mem_available=available)
+    module.exit_json(changed=False, summary=_stage.warm_summary(result), **result)
 
 
 if __name__ == '__main__':

@@ -108,13 +108,18 @@ freed_bytes:
   description: The space the removal freed (or would free).
   returned: always
   type: int
+summary:
+  description: What was (in check mode, would be) removed, the space freed in MiB and the virtualenvs kept, in one line.
+  returned: always
+  type: str
+  sample: "removed /opt/llmops/sglang-0.5.22, 5120.0 MiB freed; kept (needed): /opt/llmops/sglang-0.5.23"
 '''
 
 import os
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils._releases import DEFAULT_ROOT, survey
+from ansible_collections.llmops.serving.plugins.module_utils._releases import DEFAULT_ROOT, prune_summary, survey
 
 ARGUMENT_SPEC = dict(
     root=dict(type='path', default=DEFAULT_ROOT),
@@ -147,7 +152,8 @@ def main():
                                      removed=removed, freed_bytes=freed, changed=bool(removed))
             removed.append(venv['path'])
             freed += venv['bytes']
-    module.exit_json(changed=bool(removed), venvs=venvs, removed=removed, freed_bytes=freed)
+    module.exit_json(changed=bool(removed), venvs=venvs, removed=removed, freed_bytes=freed,
+                     summary=prune_summary(removed, freed, venvs, module.check_mode))
 
 
 if __name__ == '__main__':

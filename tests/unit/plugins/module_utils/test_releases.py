@@ -8,7 +8,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.serving.plugins.filter.releases import release_python, release_venv
-from ansible_collections.llmops.serving.plugins.module_utils._releases import server_python, venv_of, venv_path
+from ansible_collections.llmops.serving.plugins.module_utils._releases import prune_summary, server_python, venv_of, venv_path
 
 
 @pytest.mark.parametrize('version, expected', [
@@ -64,3 +64,10 @@ def test_the_server_python_follows_the_release(args, expected):
 ])
 def test_venv_of_a_python(python, expected):
     assert venv_of(python) == expected
+
+
+def test_prune_summary():
+    venvs = [{'path': '/opt/llmops/sglang-0.5.23', 'kept': True}, {'path': '/opt/llmops/sglang-0.5.11', 'kept': False}]
+    assert prune_summary(['/opt/llmops/sglang-0.5.11'], 5 * 1048576 + 100000, venvs) == \
+        'removed /opt/llmops/sglang-0.5.11, 5.1 MiB freed; kept (needed): /opt/llmops/sglang-0.5.23'
+    assert prune_summary([], 0, venvs[1:], check_mode=True) == 'would remove nothing, 0.0 MiB freed; kept (needed): none'

@@ -54,6 +54,7 @@ def test_fix_layers0_for_sglang_in_place_then_idempotent(tmp_path, capsys):
     assert [f['method'] for f in first['files']] == ['header_in_place']
     assert 0 < first['files'][0]['bytes_written'] < 4096
     assert first['tensors'] == 15 and first['parameters'] > 0
+    assert first['summary'] == '%s: 15 tensors, layout layers -> midlayer, 10 renamed (header_in_place), config unchanged' % d
     assert len(first['fixed_problems']) == 10 and 'silently dropped' in first['fixed_problems'][0]
     assert first['renames'][0]['to'].startswith('midlayer.')
     same_data(d, written, to_mid)

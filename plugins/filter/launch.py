@@ -51,10 +51,6 @@ def server_group(group_hosts, host):
     return {'group': layout['group'], 'nnodes': layout['nnodes'], 'node_rank': layout['node_rank']}
 
 
-def launcher_for(requested, service_mgr):
-    return _server_plan.launcher(requested, service_mgr)
-
-
 def env_file(env):
     return args.render_env_file(env)
 
@@ -69,5 +65,4 @@ class FilterModule:
             ('systemd_exec', systemd_exec),
             ('env_file', env_file),
             ('server_group', server_group),
-            ('launcher_for', launcher_for),
         )}

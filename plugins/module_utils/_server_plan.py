@@ -99,5 +99,5 @@ def host_paths(options):
 
 def launcher(requested, service_mgr):
     """``systemd`` or ``process``: the one requested (sglang_server_launcher, sglang_router_launcher), else
-    systemd where it is the host's service manager (the filter ``launcher_for`` gives it to the router role)."""
+    systemd where it is the host's service manager (the router's plan, ``_router``, uses it too)."""
     return requested or ('systemd' if service_mgr == 'systemd' else 'process')

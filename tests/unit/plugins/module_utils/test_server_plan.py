@@ -85,12 +85,10 @@ def test_launcher(setting, service_mgr, expected):
 
 @pytest.mark.parametrize('setting, service_mgr', [
     ('', 'systemd'), ('', 'sysvinit'), ('', ''), ('process', 'systemd'), ('systemd', 'openrc')])
-def test_the_router_role_s_launcher_filter_has_the_plan_s_rule(setting, service_mgr):
-    from ansible_collections.llmops.serving.plugins.filter.launch import FilterModule
-    launcher_for = FilterModule().filters()['launcher_for']
-    # the router role's rule before it used the filter (roles/sglang_router/vars/main.yml)
+def test_the_launcher_rule_the_router_role_had(setting, service_mgr):
+    # the router role's rule before its plan called _server_plan.launcher (roles/sglang_router/vars/main.yml)
     router_rule = setting if len(setting) > 0 else ('systemd' if service_mgr == 'systemd' else 'process')
-    assert launcher_for(setting, service_mgr) == router_rule == _server_plan.launcher(setting, service_mgr)
+    assert router_rule == _server_plan.launcher(setting, service_mgr)
 
 
 def test_the_rollback_filter_has_the_plan_s_group_rule():

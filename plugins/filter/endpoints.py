@@ -5,19 +5,8 @@ each filter is documented in the YAML file of its name next to this one."""
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.serving.plugins.module_utils import _endpoints
-
-
-def _wrap(function):
-    def filter_function(*positional, **named):
-        try:
-            return function(*positional, **named)
-        except (TypeError, ValueError) as exc:
-            raise AnsibleFilterError('%s: %s' % (function.__name__, exc))
-    filter_function.__name__ = function.__name__
-    filter_function.__doc__ = function.__doc__
-    return filter_function
+from ansible_collections.llmops.serving.plugins.plugin_utils._filters import as_filter
 
 
 def local_url(bind, port, path=''):
@@ -34,7 +23,7 @@ def worker_urls(hosts, hostvars):
 
 class FilterModule:
     def filters(self):
-        return {name: _wrap(function) for name, function in (
+        return {name: as_filter(function) for name, function in (
             ('local_url', local_url),
             ('server_endpoint', server_endpoint),
             ('worker_urls', worker_urls),

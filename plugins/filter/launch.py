@@ -5,20 +5,9 @@ roles; each filter is documented in the YAML file of its name next to this one."
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.serving.plugins.module_utils import _server_plan
 from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args as args
-
-
-def _wrap(function):
-    def filter_function(*positional, **named):
-        try:
-            return function(*positional, **named)
-        except args.LaunchArgsError as exc:
-            raise AnsibleFilterError(str(exc))
-    filter_function.__name__ = function.__name__
-    filter_function.__doc__ = function.__doc__
-    return filter_function
+from ansible_collections.llmops.serving.plugins.plugin_utils._filters import as_filter
 
 
 def launch_argv(spec, version=None, options=None):
@@ -57,7 +46,7 @@ def env_file(env):
 
 class FilterModule:
     def filters(self):
-        return {name: _wrap(function) for name, function in (
+        return {name: as_filter(function, args.LaunchArgsError, named=False) for name, function in (
             ('launch_argv', launch_argv),
             ('speculative_settings', speculative_settings),
             ('launch_command', launch_command),

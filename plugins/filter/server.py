@@ -5,20 +5,10 @@ each filter is documented in the YAML file of its name next to this one."""
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.llmops.serving.plugins.module_utils import _server_role
-
-
-def _wrap(function):
-    def filter_function(*positional, **named):
-        try:
-            return function(*positional, **named)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AnsibleFilterError('%s: %s' % (function.__name__, exc))
-    filter_function.__name__ = function.__name__
-    filter_function.__doc__ = function.__doc__
-    return filter_function
+from ansible_collections.llmops.serving.plugins.plugin_utils._filters import as_filter
 
 
 def server_names(name, config_dir, run_dir, host, port):
@@ -39,7 +29,7 @@ def server_status(process_status, unit_status, info):
 
 class FilterModule:
     def filters(self):
-        return {name: _wrap(function) for name, function in (
+        return {name: as_filter(function, (KeyError, TypeError, ValueError)) for name, function in (
             ('server_names', server_names),
             ('server_decision', server_decision),
             ('server_result', server_result),

@@ -5,8 +5,8 @@
 
 """Controller side of llmops.serving.router_worker: fills the options the task leaves out from the sglang_router
 role's variables as the server host's task sees them (the router's URLs from the router host's variables, the
-servers of sglang_router_worker_group, the batch's servers marked as draining), then runs the module on the host
-the task is delegated to, the router's."""
+servers of sglang_router_worker_group, the batch's servers marked as draining; the router is the host the task is
+delegated to, else the task's host), then runs the module on the host the task is delegated to, the router's."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class ActionModule(ActionBase):
                         workers=workers, draining=draining)
         if state == 'absent':
             defaults['max_unavailable'] = int(self._option('sglang_router_max_unavailable'))
-        else:
+        elif state == 'present':
             defaults['timeout'] = float(self._option('sglang_router_register_timeout'))
         return defaults
 
@@ -48,7 +48,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         given = dict((name, value) for name, value in args.items() if value is not None)
-        module_args = self._defaults(args['router'], args['state'], task_vars)
+        given.setdefault('router', self._task.delegate_to or task_vars['inventory_hostname'])
+        module_args = self._defaults(given['router'], args['state'], task_vars)
         module_args.update(given)
         try:
             result.update(self._execute_module(module_name='llmops.serving.router_worker', module_args=module_args,

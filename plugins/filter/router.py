@@ -1,10 +1,12 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The status of sglang-router from what its API answered, with the logic of ``module_utils/_router.py``;
-documented in the YAML file of its name next to this one."""
+"""What the sglang_router role decides from registered results, with the logic of ``module_utils/_router.py``:
+the router's status from what its API answered, its start or restart, its result, the end of a drain's wait;
+each filter is documented in the YAML file of its name next to this one."""
 
 from __future__ import annotations
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.llmops.serving.plugins.module_utils import _router, _server_api
 
 
@@ -15,6 +17,19 @@ def router_status(readiness, workers, metrics, url, worker_urls):
     return _router.status(url, (readiness or {}).get('status', -1), listed, breakers, worker_urls or {})
 
 
+def router_decision(plan, files, changes, restart=False):
+    return _router.decision(plan, files, changes or [], boolean(restart, strict=False))
+
+
+def router_result(decided, ready):
+    return _router.result(decided, ready)
+
+
+def router_drain_outcome(idle, host, timeout, fail_on_timeout=False):
+    return _router.drain_outcome(idle, host, timeout, boolean(fail_on_timeout, strict=False))
+
+
 class FilterModule:
     def filters(self):
-        return {'router_status': router_status}
+        return {'router_status': router_status, 'router_decision': router_decision, 'router_result': router_result,
+                'router_drain_outcome': router_drain_outcome}

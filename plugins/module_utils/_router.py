@@ -12,6 +12,8 @@ from __future__ import annotations
 import posixpath
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils import _endpoints
+
 # What register does with the router's entry of the server: nothing, add it, or remove it and add it afresh
 # (an entry whose circuit breaker is open would get no traffic until the breaker's timeout).
 KEEP, ADD, RE_ADD = 'none', 'add', 're-add'
@@ -82,7 +84,8 @@ PLAN_OPTIONS = ('sglang_router_name', 'sglang_router_config_dir', 'sglang_router
                 'sglang_router_policy', 'sglang_router_health_check_interval_secs', 'sglang_router_health_failure_threshold',
                 'sglang_router_health_success_threshold', 'sglang_router_health_check_timeout_secs',
                 'sglang_router_cb_failure_threshold', 'sglang_router_cb_timeout_duration_secs',
-                'sglang_router_retry_max_retries', 'sglang_router_request_timeout_secs', 'sglang_router_extra_args')
+                'sglang_router_retry_max_retries', 'sglang_router_request_timeout_secs', 'sglang_router_extra_args',
+                'sglang_router_version', 'sglang_router_python', 'sglang_router_wheelhouse')
 # sglang-router flag -> the option that sets it, in the order of the launch command.
 ROUTER_FLAGS = (('--host', 'sglang_router_host'), ('--port', 'sglang_router_port'),
                 ('--prometheus-host', 'sglang_router_prometheus_host'), ('--prometheus-port', 'sglang_router_prometheus_port'),
@@ -114,8 +117,11 @@ def worker_problem(host, group, workers, local_hosts):
 
 
 def router_plan(options, workers, launcher):
-    """``{launcher, unit, script, key_file, shim, pidfile, argv, directories, templates}`` of the router whose role
-    options are ``options``, fronting ``workers`` ({host: URL}), started by ``launcher`` (systemd or process)."""
+    """``{launcher, unit, script, key_file, shim, pidfile, argv, directories, templates, url, ready_url, pip, process}``
+    of the router whose role options are ``options``, fronting ``workers`` ({host: URL}), started by ``launcher``
+    (systemd or process): ``pip`` the arguments of ansible.builtin.pip that install it, ``process`` those of
+    server_process that run it (its log and stop timeout are the role's options, its ``state`` comes from
+    ``decision``)."""
     name, config_dir = options['sglang_router_name'], options['sglang_router_config_dir']
     paths = dict(unit='llmops-sglang-router-%s.service' % name, script='%s/sglang-router-%s.sh' % (config_dir, name),
                  key_file='%s/sglang-router-%s.key' % (config_dir, name), shim='%s/llmops_router_launch.py' % config_dir,
@@ -126,7 +132,48 @@ def router_plan(options, workers, launcher):
     argv += ['--worker-urls'] + list(workers.values()) + list(options['sglang_router_extra_args'] or [])
     launch = (dict(src='sglang-router.service.j2', dest='/etc/systemd/system/' + paths['unit'], mode='0644')
               if launcher == 'systemd' else dict(src='launch.sh.j2', dest=paths['script'], mode='0755'))
-    return dict(paths, launcher=launcher, argv=argv, workers=workers,
+    pip = dict(name='sglang-router==%s' % options['sglang_router_version'], virtualenv=options['sglang_router_venv'],
+               virtualenv_command='%s -m venv' % options['sglang_router_python'])
+    if options['sglang_router_wheelhouse']:
+        pip['extra_args'] = '--no-index --find-links %s' % options['sglang_router_wheelhouse']
+    url = _endpoints.local_url(options['sglang_router_host'], options['sglang_router_port'])
+    process = dict(name='sglang-router-%s' % name, command=[paths['script']], pidfile=paths['pidfile'])
+    return dict(paths, launcher=launcher, argv=argv, workers=workers, url=url, ready_url=url + '/readiness', pip=pip,
+                process=process,
                 directories=[config_dir, posixpath.dirname(options['sglang_router_log_path']),
                              posixpath.dirname(options['sglang_router_venv'])],
                 templates=[dict(src='llmops_router_launch.py.j2', dest=paths['shim'], mode='0755'), launch])
+
+
+def decision(plan, files, changes, restart=False):
+    """``plan`` with ``state`` (``restarted`` where ``restart`` is asked or where the launch files, ``files``, or one of
+    ``changes``, the registered results of the install and of the key file, changed something, else ``started``),
+    ``files_changed`` (a unit needs a daemon reload) and ``process``, server_process's arguments, given that state."""
+    files_changed = bool((files or {}).get('changed'))
+    state = 'restarted' if restart or files_changed or any((change or {}).get('changed') for change in changes) else 'started'
+    return dict(plan, state=state, files_changed=files_changed, process=dict(plan['process'], state=state))
+
+
+def result(decided, ready):
+    """``sglang_router_result``: the router's state, launcher, URL and workers from ``decided`` (``decision``), and
+    what its ``/readiness`` answered (``ready``, the registered result of the wait; none in check mode)."""
+    return dict(state=decided['state'], launcher=decided['launcher'], url=decided['url'],
+                workers=list(decided['workers'].values()), ready=(ready or {}).get('json'))
+
+
+def drain_outcome(idle, host, timeout, fail_on_timeout):
+    """``{failed, msg}`` after the drain's wait for ``host`` to go idle (``idle``: the result of wait_for_llm_idle,
+    skipped where no router fronts it or in check mode): a server still busy after ``timeout`` seconds fails where
+    ``fail_on_timeout``, else is stopped anyway with a warning; an idle one says how long it took (``msg`` empty
+    when the wait did not run)."""
+    idle = idle or {}
+    if 'idle' not in idle:
+        return dict(failed=False, msg='')
+    if idle['idle']:
+        return dict(failed=False, msg='%s: idle %s s after it left the router (%s, %s reads)'
+                    % (host, idle.get('elapsed'), idle.get('source'), idle.get('reads')))
+    busy = '%s still had %s running or queued requests %s s after it left the router; ' % (host, idle.get('requests'), timeout)
+    if fail_on_timeout:
+        return dict(failed=True, msg=busy + 'it keeps running, out of the router.')
+    return dict(failed=False, msg='WARNING: ' + busy + 'stopping it anyway (SGLang finishes running requests on SIGTERM '
+                'within the stop timeout).')

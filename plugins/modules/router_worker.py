@@ -8,13 +8,14 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: router_worker
-short_description: Take a server out of sglang-router, or put it back
+short_description: Take a server out of sglang-router, or put it back, or read the router's status
 version_added: 1.1.0
 description:
   - Runs on the router's host (C(delegate_to) the router), where its worker API and its C(/metrics) answer. The
     C(sglang_router) role runs it from C(tasks/drain.yml) and C(tasks/register.yml) on each server host, once per router
-    in front of the server, giving only O(router) and O(state); its action plugin fills every option left out from the
-    role's variables (C(sglang_router_*) of the server host, the router's host and port from the router host's).
+    in front of the server, giving only O(state) (and the router as C(delegate_to)); its action plugin fills every
+    option left out from the role's variables (C(sglang_router_*) of the server host, the router's host and port from
+    the router host's). The role's C(tasks/status.yml) runs it on the router's host with O(state=status).
   - Lists the router's workers (C(GET /workers)). A router that does not answer is left alone (RV(answered) false).
   - O(state=absent) refuses, before it changes anything, when the servers the router does not list as healthy and the
     O(draining) ones would be more than O(max_unavailable); else removes the server's entry and waits until the router
@@ -22,6 +23,8 @@ description:
   - O(state=present) adds the server when the router does not list it, removes and adds afresh an entry whose circuit
     breaker is open or half-open (a new entry starts closed and gets traffic at once), then waits until the router
     reports it healthy.
+  - O(state=status) changes nothing and never fails; it reads the router's C(/readiness), C(/workers) and C(/metrics)
+    and returns RV(status) (a router that does not answer is not up).
 author:
   - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
@@ -29,7 +32,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Lists the workers (and checks O(max_unavailable)) and reports whether the entry would change; changes nothing.
+    details:
+      - Lists the workers (and checks O(max_unavailable)) and reports whether the entry would change; changes nothing.
+      - O(state=status) reads the router as without check mode.
   diff_mode:
     support: full
     details: Whether the router lists the server, before and after.
@@ -42,12 +47,13 @@ options:
   router:
     description:
       - Inventory name of the router's host, for messages; the action plugin takes the router's URLs from its variables.
+      - The action plugin's default is the host the task is delegated to, else the task's host.
     type: str
-    required: true
   state:
-    description: V(absent) takes the server out of the router, V(present) puts it back.
+    description:
+      - V(absent) takes the server out of the router, V(present) puts it back, V(status) reads the router's status.
     type: str
-    choices: [absent, present]
+    choices: [absent, present, status]
     default: present
   url:
     description: Base URL of the router's API, from its host (C(sglang_router_host), C(sglang_router_port)).
@@ -62,7 +68,9 @@ options:
     description: URL the router reaches the server at (C(sglang_router_worker_url), else the server's address and port).
     type: str
   workers:
-    description: Every server the router fronts, a dict host -> URL (group C(sglang_router_worker_group)).
+    description:
+      - Every server the router fronts, a dict host -> URL (group C(sglang_router_worker_group)); with O(state=status),
+        those it should list.
     type: dict
   draining:
     description:
@@ -90,7 +98,6 @@ seealso:
 EXAMPLES = r"""
 - name: Take this server out of each router in front of it
   llmops.serving.router_worker:
-    router: "{{ router }}"
     state: absent
   delegate_to: "{{ router }}"
   loop: "{{ groups['sglang_routers'] }}"
@@ -135,6 +142,28 @@ breaker:
   returned: when O(state=present) and the router answered
   type: str
   sample: closed
+status:
+  description: The router's status, O(state=status).
+  returned: when O(state=status)
+  type: dict
+  contains:
+    url:
+      description: O(url).
+      type: str
+    up:
+      description: Whether the router answered its readiness (ready or not).
+      type: bool
+    ready:
+      description: Whether it is ready (a healthy worker behind it).
+      type: bool
+    workers:
+      description: Each worker it lists, C({url, healthy, load, breaker}); V(closed) for a worker without breaker metrics.
+      type: list
+      elements: dict
+    missing:
+      description: The URLs of O(workers) it does not list.
+      type: list
+      elements: str
 """
 
 import time
@@ -143,8 +172,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import _router, _server_api
 
 ARGUMENT_SPEC = dict(
-    router=dict(type='str', required=True),
-    state=dict(type='str', default='present', choices=['absent', 'present']),
+    router=dict(type='str'),
+    state=dict(type='str', default='present', choices=['absent', 'present', 'status']),
     url=dict(type='str'),
     metrics_url=dict(type='str'),
     api_key=dict(type='str', no_log=True),
@@ -155,7 +184,7 @@ ARGUMENT_SPEC = dict(
     timeout=dict(type='float'),
     request_timeout=dict(type='float', default=10.0),
 )
-REQUIRED = ['url', 'worker']
+REQUIRED = ['router', 'url', 'worker']
 
 
 class Router:
@@ -222,10 +251,30 @@ def read_breaker(module):
     return _server_api.router_breakers(text).get(params['worker'], 'closed')
 
 
+def read_status(module):
+    """The router's status from its /readiness, /workers and /metrics; an answer missing is no failure."""
+    params = module.params
+    request, timeout = Router(module).request, params['request_timeout']
+    try:
+        readiness = request('GET', '/readiness', timeout=timeout)[0]
+    except Exception:  # every network error: no answer
+        readiness = -1
+    data = _server_api.get_json(request, '/workers', timeout)[1]
+    listed = (data.get('workers') if isinstance(data, dict) else None) or []
+    try:
+        content = _server_api.open_url_request(params['metrics_url'], {})('GET', '', timeout=timeout)[1]
+    except Exception:
+        content = b''
+    text = content.decode('utf-8', errors='replace') if isinstance(content, bytes) else content or ''
+    return _router.status(params['url'], readiness, listed, _server_api.router_breakers(text), params['workers'] or {})
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
-                           required_if=[('state', 'present', ['metrics_url'])])
+                           required_if=[('state', 'present', ['metrics_url']), ('state', 'status', ['url', 'metrics_url'])])
     params = module.params
+    if params['state'] == 'status':
+        module.exit_json(changed=False, router=params['router'], status=read_status(module))
     missing = [name for name in REQUIRED if not params[name]]
     if missing:
         module.fail_json(msg='missing required arguments: %s' % ', '.join(missing))

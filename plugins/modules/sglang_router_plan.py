@@ -84,6 +84,24 @@ plan:
       description: The role's templates to write, C({src, dest, mode}) (the shim, then the unit or the launch script).
       type: list
       elements: dict
+    url:
+      description: The router's API URL on its host (C(sglang_router_host), C(sglang_router_port)).
+      type: str
+      sample: http://127.0.0.1:30080
+    ready_url:
+      description: The URL of its C(/readiness), which answers 200 once a healthy worker is behind it.
+      type: str
+    pip:
+      description:
+        - The arguments of M(ansible.builtin.pip) that install the pinned sglang-router (C(sglang_router_version)) into
+          its virtualenv (C(sglang_router_venv), made by C(sglang_router_python)), from C(sglang_router_wheelhouse)
+          alone where one is set.
+      type: dict
+    process:
+      description:
+        - The arguments of M(llmops.serving.server_process) that run it with the process launcher (C(name), C(command),
+          C(pidfile)); its C(state) is decided after the files are written (filter C(llmops.serving.router_decision)).
+      type: dict
 '''
 
 from ansible.module_utils.basic import AnsibleModule

@@ -43,3 +43,27 @@ def test_register_options_take_the_router_host_s_own_address():
     options = action()._defaults('r1', 'present', task_vars(sglang_router_host='10.0.0.9', sglang_router_prometheus_port=29100))
     assert options['url'] == 'http://10.0.0.9:30080' and options['metrics_url'] == 'http://127.0.0.1:29100/metrics'
     assert options['timeout'] == 120.0 and 'max_unavailable' not in options
+
+
+def test_status_options_and_the_router_from_delegate_to(monkeypatch):
+    options = action()._defaults('r1', 'status', task_vars())
+    assert options['url'] == 'http://127.0.0.1:30080' and 'timeout' not in options and 'max_unavailable' not in options
+    plugin, ran = action(), {}
+
+    class Task:
+        delegate_to = 'r1'
+        args = {'state': 'present'}
+
+    plugin._task = Task()
+    monkeypatch.setattr(RouterWorker, 'validate_argument_spec', lambda self, argument_spec: (None, dict(
+        dict.fromkeys(argument_spec), state=self._task.args['state'])))
+    monkeypatch.setattr(RouterWorker, '_execute_module', lambda self, module_name, module_args, task_vars: ran.update(module_args)
+                        or {'changed': False})
+    monkeypatch.setattr(RouterWorker, '_remove_tmp_path', lambda self, path: None)
+    plugin._connection = type('Connection', (), {'_shell': type('Shell', (), {'tmpdir': None})()})()
+    monkeypatch.setattr('ansible.plugins.action.ActionBase.run', lambda self, tmp=None, task_vars=None: {})
+    plugin.run(task_vars=task_vars())
+    assert ran['router'] == 'r1' and ran['url'] == 'http://127.0.0.1:30080' and ran['timeout'] == 120.0
+    Task.delegate_to = None
+    plugin.run(task_vars=task_vars())
+    assert ran['router'] == 'a'

@@ -113,3 +113,54 @@ def test_router_plan_names_argv_and_files():
     assert unit['templates'][1] == {'src': 'sglang-router.service.j2', 'mode': '0644',
                                     'dest': '/etc/systemd/system/llmops-sglang-router-main.service'}
     assert unit['argv'][-2:] == ['--worker-urls', 'http://a:30000']
+
+
+def test_router_plan_pip_url_and_process():
+    plan = _router.router_plan(plan_options(sglang_router_version='0.3.2', sglang_router_python='/usr/bin/python3',
+                                            sglang_router_wheelhouse=''), {'a': 'http://a:30000'}, 'process')
+    assert plan['pip'] == {'name': 'sglang-router==0.3.2', 'virtualenv': '/opt/llmops/sglang-router',
+                           'virtualenv_command': '/usr/bin/python3 -m venv'}
+    assert plan['url'] == 'http://127.0.0.1:30080' and plan['ready_url'] == 'http://127.0.0.1:30080/readiness'
+    assert plan['process'] == {'name': 'sglang-router-main', 'command': ['/etc/llmops/sglang-router-main.sh'],
+                               'pidfile': '/run/llmops/sglang-router-main.pid'}
+    offline = _router.router_plan(plan_options(sglang_router_wheelhouse='/srv/wheels', sglang_router_host='10.0.0.2'),
+                                  {'a': 'http://a:30000'}, 'systemd')
+    assert offline['pip']['extra_args'] == '--no-index --find-links /srv/wheels'
+    assert offline['url'] == 'http://10.0.0.2:30080'
+
+
+@pytest.mark.parametrize('files, changes, restart, state', [
+    ({'changed': False}, [{'changed': False}, {'skipped': True}, {'changed': False}], False, 'started'),
+    ({'changed': True}, [], False, 'restarted'),
+    ({'changed': False}, [{'changed': False}, {'changed': True}, {'skipped': True}], False, 'restarted'),
+    (None, [None], True, 'restarted'),
+])
+def test_decision(files, changes, restart, state):
+    plan = {'launcher': 'process', 'process': {'name': 'sglang-router-main'}}
+    decided = _router.decision(plan, files, changes, restart)
+    assert decided['state'] == state and decided['process'] == {'name': 'sglang-router-main', 'state': state}
+    assert decided['files_changed'] is bool((files or {}).get('changed')) and decided['launcher'] == 'process'
+    assert plan['process'] == {'name': 'sglang-router-main'}
+
+
+def test_result():
+    decided = {'state': 'started', 'launcher': 'systemd', 'url': 'http://127.0.0.1:30080', 'workers': {'a': 'http://a:1'},
+               'argv': []}
+    assert _router.result(decided, {'status': 200, 'json': {'ok': True}}) == {
+        'state': 'started', 'launcher': 'systemd', 'url': 'http://127.0.0.1:30080', 'workers': ['http://a:1'],
+        'ready': {'ok': True}}
+    assert _router.result(decided, {'skipped': True})['ready'] is None
+
+
+def test_drain_outcome_messages():
+    busy = {'idle': False, 'requests': 3}
+    assert _router.drain_outcome(busy, 'gpu1', 300, True) == {'failed': True, 'msg': (
+        'gpu1 still had 3 running or queued requests 300 s after it left the router; it keeps running, out of the router.')}
+    assert _router.drain_outcome(busy, 'gpu1', 300, False) == {'failed': False, 'msg': (
+        'WARNING: gpu1 still had 3 running or queued requests 300 s after it left the router; stopping it anyway (SGLang '
+        'finishes running requests on SIGTERM within the stop timeout).')}
+    idle = {'idle': True, 'elapsed': 1.5, 'source': 'get_load', 'reads': 2}
+    assert _router.drain_outcome(idle, 'gpu1', 300, True) == {
+        'failed': False, 'msg': 'gpu1: idle 1.5 s after it left the router (get_load, 2 reads)'}
+    assert _router.drain_outcome({'skipped': True}, 'gpu1', 300, True) == {'failed': False, 'msg': ''}
+    assert _router.drain_outcome(None, 'gpu1', 300, False) == {'failed': False, 'msg': ''}

@@ -148,3 +148,22 @@ def test_a_router_that_does_not_answer_is_left_alone(capsys):
 def test_a_wrong_key_fails(router, capsys):
     result, dummy = run(capsys, router, state='absent', api_key='sk-wrong')
     assert result['failed'] and 'answered HTTP 401' in result['msg']
+
+
+def test_status_reads_the_router_even_in_check_mode(router, capsys):
+    router.breakers[B] = 1
+    result, out = run(capsys, router, state='status', worker=None, workers={'a': A, 'b': B, 'c': 'http://c:1'},
+                      _ansible_check_mode=True)
+    assert not result['changed'] and KEY not in out and router.changes() == []
+    assert result['status'] == {'url': router.url, 'up': True, 'ready': True, 'missing': ['http://c:1'],
+                                'workers': [{'url': A, 'healthy': True, 'load': 0, 'breaker': 'closed'},
+                                            {'url': B, 'healthy': True, 'load': 0, 'breaker': 'open'}]}
+
+
+def test_status_of_a_router_that_does_not_answer_or_refuses_the_key(router, capsys):
+    result, dummy = run_main(module.main, capsys, router='r9', url='http://127.0.0.1:9', metrics_url='http://127.0.0.1:9/m',
+                             state='status', workers={'a': A}, request_timeout=2)
+    assert not result.get('failed') and result['status'] == {'url': 'http://127.0.0.1:9', 'up': False, 'ready': False,
+                                                             'workers': [], 'missing': [A]}
+    refused, dummy = run(capsys, router, state='status', api_key='sk-wrong')
+    assert not refused.get('failed') and refused['status']['up'] is False and refused['status']['missing'] == [A, B]

@@ -1,20 +1,13 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the sglang_router role decides from registered results, with the logic of ``module_utils/_router.py``:
-the router's status from what its API answered, its start or restart, its result, the end of a drain's wait;
+its start or restart, its result, the end of a drain's wait;
 each filter is documented in the YAML file of its name next to this one."""
 
 from __future__ import annotations
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.llmops.serving.plugins.module_utils import _router, _server_api
-
-
-def router_status(readiness, workers, metrics, url, worker_urls):
-    """The answers are registered results of ansible.builtin.uri (those of a failed or skipped request included)."""
-    listed = ((workers or {}).get('json') or {}).get('workers') or []
-    breakers = _server_api.router_breakers((metrics or {}).get('content') or '')
-    return _router.status(url, (readiness or {}).get('status', -1), listed, breakers, worker_urls or {})
+from ansible_collections.llmops.serving.plugins.module_utils import _router
 
 
 def router_decision(plan, files, changes, restart=False):
@@ -31,5 +24,5 @@ def router_drain_outcome(idle, host, timeout, fail_on_timeout=False):
 
 class FilterModule:
     def filters(self):
-        return {'router_status': router_status, 'router_decision': router_decision, 'router_result': router_result,
+        return {'router_decision': router_decision, 'router_result': router_result,
                 'router_drain_outcome': router_drain_outcome}

@@ -1,26 +1,10 @@
-"""The router_status filter: the status of sglang-router from the registered answers of ansible.builtin.uri."""
+"""The sglang_router role's filters: its start or restart, its result, the end of a drain's wait."""
 
 from __future__ import annotations
 
 from ansible_collections.llmops.serving.plugins.filter.router import FilterModule
 
-router_status = FilterModule().filters()['router_status']
 URL = 'http://127.0.0.1:30080'
-
-
-def test_status_from_the_answers():
-    workers = {'json': {'workers': [{'url': 'http://a:30000', 'is_healthy': True, 'load': 2}]}, 'status': 200}
-    metrics = {'content': 'smg_worker_cb_state{worker="http://a:30000"} 1\n', 'status': 200}
-    status = router_status({'status': 200}, workers, metrics, URL, {'a': 'http://a:30000', 'b': 'http://b:30000'})
-    assert status == {'url': URL, 'up': True, 'ready': True, 'missing': ['http://b:30000'],
-                      'workers': [{'url': 'http://a:30000', 'healthy': True, 'load': 2, 'breaker': 'open'}]}
-
-
-def test_status_of_a_router_that_does_not_answer():
-    failed = {'status': -1, 'msg': 'Status code was -1'}
-    status = router_status(failed, failed, failed, URL, {'a': 'http://a:30000'})
-    assert status == {'url': URL, 'up': False, 'ready': False, 'workers': [], 'missing': ['http://a:30000']}
-    assert router_status({}, None, None, URL, None)['up'] is False
 
 
 def test_decision_result_and_drain_outcome_filters():

@@ -10,37 +10,31 @@ delegated to, else the task's host), then runs the module on the host the task i
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.llmops.serving.plugins.module_utils import _endpoints
 from ansible_collections.llmops.serving.plugins.modules.router_worker import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 # The router's own settings: the router host's value where it has one, else the server host's (role default).
 ROUTER_OPTIONS = ('sglang_router_host', 'sglang_router_port', 'sglang_router_prometheus_host', 'sglang_router_prometheus_port')
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-
-    def _option(self, name):
-        return self._templar.resolve_variable_expression(name)
-
+class ActionModule(RoleAction):
     def _defaults(self, router, state, task_vars):
         """The module's options from the role's variables."""
         hostvars = task_vars['hostvars']
         own = hostvars[router] if router in hostvars else {}
-        bind, port, prom_bind, prom_port = [own[name] if name in own else self._option(name) for name in ROUTER_OPTIONS]
-        workers = _endpoints.worker_urls((task_vars.get('groups') or {}).get(self._option('sglang_router_worker_group')) or [],
+        bind, port, prom_bind, prom_port = [own[name] if name in own else self.role_variable(name) for name in ROUTER_OPTIONS]
+        workers = _endpoints.worker_urls((task_vars.get('groups') or {}).get(self.role_variable('sglang_router_worker_group')) or [],
                                          hostvars)
         draining = [workers[host] for host in task_vars.get('ansible_play_batch') or []
                     if host in workers and hostvars[host].get('__sglang_router_draining') is True]
         defaults = dict(url=_endpoints.local_url(bind, port), metrics_url=_endpoints.local_url(prom_bind, prom_port, '/metrics'),
-                        api_key=self._option('sglang_router_api_key'), worker=workers.get(task_vars['inventory_hostname']),
+                        api_key=self.role_variable('sglang_router_api_key'), worker=workers.get(task_vars['inventory_hostname']),
                         workers=workers, draining=draining)
         if state == 'absent':
-            defaults['max_unavailable'] = int(self._option('sglang_router_max_unavailable'))
+            defaults['max_unavailable'] = int(self.role_variable('sglang_router_max_unavailable'))
         elif state == 'present':
-            defaults['timeout'] = float(self._option('sglang_router_register_timeout'))
+            defaults['timeout'] = float(self.role_variable('sglang_router_register_timeout'))
         return defaults
 
     def run(self, tmp=None, task_vars=None):

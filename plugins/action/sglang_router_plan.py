@@ -9,21 +9,18 @@ router's plan: launcher, file names, launch command, directories and templates. 
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _router, _server_plan
 from ansible_collections.llmops.serving.plugins.modules.sglang_router_plan import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-
+class ActionModule(RoleAction):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
         self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         host = task_vars['inventory_hostname']
-        options = dict((name, self._templar.resolve_variable_expression(name)) for name in _router.PLAN_OPTIONS)
+        options = self.role_variables(_router.PLAN_OPTIONS)
         hostvars = task_vars['hostvars']
         group = options['sglang_router_worker_group']
         workers = _endpoints.worker_urls((task_vars.get('groups') or {}).get(group) or [], hostvars)

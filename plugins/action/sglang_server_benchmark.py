@@ -11,25 +11,23 @@ the options the role does not set, as they did for the role's llm_benchmark task
 from __future__ import annotations
 
 from ansible.executor.module_common import _apply_action_arg_defaults
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _server_role
 from ansible_collections.llmops.serving.plugins.modules.sglang_server_benchmark import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 display = Display()
 
 MODULE = 'llmops.serving.llm_benchmark'
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-
+class ActionModule(RoleAction):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
         self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        options = dict((name, self._templar.resolve_variable_expression(name)) for name in _server_role.BENCHMARK_OPTIONS)
+        options = self.role_variables(_server_role.BENCHMARK_OPTIONS)
         count = int(options['sglang_server_benchmark_rounds'])
         module_args = _apply_action_arg_defaults(MODULE, self._task, _server_role.benchmark_args(options), self._templar)
         rounds, failures = [], []

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 
-from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
 from ansible_collections.llmops.serving.plugins.module_utils import _server_role
 from ansible_collections.llmops.serving.plugins.modules.sglang_server_files import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 # Role variables (vars/main.yml) that name the environment variables the launcher shim reads.
 API_KEY_FILE_ENV = '__sglang_server_api_key_file_env'
@@ -25,14 +25,12 @@ USER_ENV = '__sglang_server_user_env'
 ENVIRONMENT = '__sglang_server_environment'
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-
+class ActionModule(RoleAction):
     def launch_files_args(self, task_vars, compare):
         """The arguments of llmops.serving.launch_files: the plan's launch files rendered from the role's templates."""
-        resolve = self._templar.resolve_variable_expression
+        resolve = self.role_variable
         plan = resolve('sglang_server_plan')
-        options = dict((name, resolve(name)) for name in _server_role.FILES_OPTIONS)
+        options = self.role_variables(_server_role.FILES_OPTIONS)
         env = _server_role.environment(options['sglang_server_env'], options['sglang_server_gpus'],
                                        options['sglang_server_user'], plan, resolve(API_KEY_FILE_ENV), resolve(USER_ENV))
         lookup = lookup_loader.get('ansible.builtin.template', loader=self._loader, templar=self._templar)

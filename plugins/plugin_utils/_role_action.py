@@ -18,13 +18,17 @@ class RoleAction(ActionBase):
 
     TRANSFERS_FILES = False
 
+    def role_variable(self, name):
+        """The variable ``name``, templated as the task sees it (AnsibleUndefinedVariable where it is undefined)."""
+        return self._templar.resolve_variable_expression(name)
+
     def role_variables(self, names, defaults=None):
         """``{name: value}`` for each variable of ``names``, templated as the task sees it. A name that is
         undefined takes its value from ``defaults`` where that has one, else raises AnsibleUndefinedVariable."""
         values = {}
         for name in names:
             try:
-                values[name] = self._templar.resolve_variable_expression(name)
+                values[name] = self.role_variable(name)
             except AnsibleUndefinedVariable:
                 if name not in (defaults or {}):
                     raise

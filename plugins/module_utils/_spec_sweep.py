@@ -126,10 +126,24 @@ def settings(opts, groups, candidates, truthy, now):
         # Routers front this server: it is a worker of sglang_router_worker_group and routers exist.
         'routed': bool(groups.get(opts['sglang_router_group'])) and host in (groups.get(opts['sglang_router_worker_group']) or []),
     }
+    # Extra vars (-e) would beat the value every candidate sets (tasks/main.yml refuses them).
+    out['extra_vars_message'] = (
+        'spec_sweep on %s: sglang_server_speculative_draft_model_path, _depth, _num_steps, _eagle_topk, _num_draft_tokens,'
+        ' _adaptive, _adaptive_config%s must not be extra vars (-e): they would override the value of every candidate.'
+        ' Set them in the inventory (group_vars or host_vars) or in the play.'
+        % (host, ' and sglang_server_extra_args' if out['any_adaptive'] else ''))
     out['would_measure'] = 'Would measure %s at concurrency %s (%s prompts each) against %s%s, and write the report to %s.' % (
         ', '.join(cand['name'] for cand in candidates), ', '.join(str(level) for level in opts['spec_sweep_concurrency']),
         opts['spec_sweep_num_prompts'], server_url(opts), TIERS_TEXT if measures_tiers else '', out['host_dir'])
     return out
+
+
+def restored(launched):
+    """What the server runs after the sweep put the host's own configuration back (``launched``: the
+    sglang_server role's ``sglang_server_result``): its state, depth and why, where it says."""
+    if not isinstance(launched, dict) or 'state' not in launched or 'depth' not in launched:
+        raise SweepError('spec_sweep: sglang_server_result has no state and depth after the redeploy: %s' % (launched,))
+    return {'state': launched['state'], 'depth': launched['depth'], 'reason': launched.get('reason')}
 
 
 def benchmark_args(opts, check=False):

@@ -180,6 +180,24 @@ def record(candidate, label, progress, finished, bench=None, error=None, failed_
     return out
 
 
+# What results.json keeps of the tier table (the step "tiers" returns it with the candidate to measure).
+TIER_KEYS = ('candidate', 'config', 'tiers', 'picked', 'why', 'file')
+
+
+def tiers(table, tiers_file):
+    """The tier table (filter sweep_adaptive_tiers) with its ``file``, and ``measure``: its candidate with
+    ``--speculative-adaptive-config`` that file, or None when there is none to measure."""
+    measure = dict(table['candidate'], adaptive_config=tiers_file) if table['candidate'] is not None else None
+    return dict(table, file=tiers_file, measure=measure)
+
+
+def tier_table(registered):
+    """What results.json keeps of the step's answer (tasks/tiers.yml), None when no tier table was built."""
+    if not registered:
+        return None
+    return dict((key, value) for key, value in registered.items() if key in TIER_KEYS)
+
+
 def results(opts, now, versions, best, truthy):
     """The content of results.json (and what report.md and chart.svg show)."""
     sweep = opts['__spec_sweep']
@@ -206,7 +224,7 @@ def results(opts, now, versions, best, truthy):
         'restored': opts['spec_sweep_restored'],
         'best': best,
         # The --speculative-adaptive-config table built from the best per load (tasks/tiers.yml), or None.
-        'adaptive_tiers': opts['__spec_sweep_tiers'],
+        'adaptive_tiers': tier_table(opts['__spec_sweep_tiers']),
         'candidates': opts['__spec_sweep_results'],
     }
 

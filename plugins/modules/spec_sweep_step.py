@@ -28,6 +28,9 @@ description:
     content of C(results.json), the record of the best candidate and where the report is.
   - V(check) - after the rollout, runs a short M(llmops.serving.llm_benchmark) (4 requests) and says whether
     the server runs the best candidate (RV(verified), RV(verdict)).
+  - V(tiers) - the C(--speculative-adaptive-config) tier table built from the best candidate per concurrency level
+    (filter C(llmops.serving.sweep_adaptive_tiers)) with the file it is written to, and RV(measure), the candidate
+    that runs it.
   - V(restored) - after the host's own configuration was deployed again, what the server runs (RV(restored)).
   - Changes nothing, on any host. The decisions are the pure functions of C(module_utils/_spec_sweep.py).
 options:
@@ -35,7 +38,7 @@ options:
     description: The step of the sweep.
     type: str
     required: true
-    choices: [settings, start, deployed, benchmark, failed, report, check, restored]
+    choices: [settings, start, deployed, benchmark, failed, report, check, restored, tiers]
 author: llmops.serving maintainers (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
@@ -106,6 +109,10 @@ verdict:
   description: With O(step=check), what the check found, in one line.
   type: str
   returned: success
+measure:
+  description: With O(step=tiers), the adaptive candidate that runs the tier table from its file, or null when there is none to measure.
+  type: dict
+  returned: success
 restored:
   description: With O(step=restored), the C(state), C(depth) and C(reason) of the server's own configuration after the sweep.
   type: dict
@@ -115,7 +122,7 @@ restored:
 from ansible.module_utils.basic import AnsibleModule
 
 ARGUMENT_SPEC = dict(
-    step=dict(type='str', required=True, choices=['settings', 'start', 'deployed', 'benchmark', 'failed', 'report', 'check', 'restored']),
+    step=dict(type='str', required=True, choices=['settings', 'start', 'deployed', 'benchmark', 'failed', 'report', 'check', 'restored', 'tiers']),
 )
 
 

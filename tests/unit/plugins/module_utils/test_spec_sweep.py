@@ -163,3 +163,14 @@ def test_the_check_fails_when_a_request_failed_and_names_what_the_server_reports
     assert message == ('h should now serve depth 16, but the server reports speculative_algorithm=EAGLE3,'
                        ' speculative_num_steps=?, speculative_num_draft_tokens=16, speculative_adaptive=?,'
                        ' speculative_adaptive_config=? and 3/4 check requests completed.')
+
+
+def test_the_tier_table_with_its_file_and_what_results_json_keeps_of_it():
+    table = {'candidate': {'name': 'adaptive tiers', 'depth': 8, 'adaptive': True}, 'config': {'tiers': []}, 'tiers': {},
+             'picked': {'1': 'depth 8'}, 'why': 'w'}
+    out = _spec_sweep.tiers(table, '/etc/t.json')
+    assert out['file'] == '/etc/t.json' and out['candidate'] == table['candidate']
+    assert out['measure'] == dict(table['candidate'], adaptive_config='/etc/t.json')
+    assert _spec_sweep.tiers(dict(table, candidate=None), '/etc/t.json')['measure'] is None
+    assert _spec_sweep.tier_table(dict(out, changed=False, failed=False)) == dict(table, file='/etc/t.json')
+    assert _spec_sweep.tier_table(None) is None

@@ -72,13 +72,16 @@ class ActionModule(ActionBase):
         wheelhouse = _install.wheelhouse_on_host(options['sglang_install_wheelhouse'], on_host,
                                                  options['sglang_install_wheelhouse_dest'])
         python = venv + '/bin/python'
-        result.update(changed=False, plan={
+        extra_args = _install.pip_extra_args(wheelhouse, options['sglang_install_pip_extra_args'])
+        keep = [venv] + ([server['sglang_server_python']] if 'sglang_server_python' in server else [])
+        plan = {
             'requirements': requirements, 'python': python, 'missing': missing, 'had': had,
             'would_install': _install.would_install_message(missing, venv, had, options['sglang_install_wheelhouse']),
             'copy_wheelhouse': bool(options['sglang_install_wheelhouse']) and not on_host,
-            'pip_extra_args': _install.pip_extra_args(wheelhouse, options['sglang_install_pip_extra_args']),
-            'state_dirs': state_dirs,
-            'keep': [venv] + ([server['sglang_server_python']] if 'sglang_server_python' in server else []),
+            'pip_extra_args': extra_args, 'state_dirs': state_dirs, 'keep': keep,
             'result': {'engine': options['sglang_install_engine'], 'version': options['sglang_install_version'],
-                       'python': python, 'installed': missing, 'before': had}})
+                       'python': python, 'installed': missing, 'before': had}}
+        plan.update(_install.module_args(venv, requirements, options['sglang_install_python'], extra_args,
+                                         options['sglang_install_engine'], options['sglang_install_root'], keep, state_dirs))
+        result.update(changed=False, plan=plan)
         return result

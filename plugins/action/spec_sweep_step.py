@@ -127,6 +127,14 @@ class ActionModule(ActionBase):
                 'best_candidate': _spec_sweep.best_candidate(candidates, best),
                 'where': _spec_sweep.where(opts['inventory_hostname'], best, opts['__spec_sweep']['host_dir'])}
 
+    def _step_restored(self, task_vars):
+        return {'restored': _spec_sweep.restored(self._options(('sglang_server_result',))['sglang_server_result'])}
+
+    def _step_tiers(self, task_vars):
+        opts = self._options(('__spec_sweep_results', 'spec_sweep_concurrency', '__spec_sweep'))
+        table = _filters.sweep_adaptive_tiers(opts['__spec_sweep_results'], opts['spec_sweep_concurrency'])
+        return _spec_sweep.tiers(table, opts['__spec_sweep']['tiers_file'])
+
     def _step_check(self, task_vars):
         opts = self._options(_spec_sweep.BENCHMARK_OPTIONS + ('inventory_hostname', '__spec_sweep_report'))
         check = self._benchmark(opts, task_vars, check=True)

@@ -126,10 +126,24 @@ def settings(opts, groups, candidates, truthy, now):
         # Routers front this server: it is a worker of sglang_router_worker_group and routers exist.
         'routed': bool(groups.get(opts['sglang_router_group'])) and host in (groups.get(opts['sglang_router_worker_group']) or []),
     }
+    # Extra vars (-e) would beat the value every candidate sets (tasks/main.yml refuses them).
+    out['extra_vars_message'] = (
+        'spec_sweep on %s: sglang_server_speculative_draft_model_path, _depth, _num_steps, _eagle_topk, _num_draft_tokens,'
+        ' _adaptive, _adaptive_config%s must not be extra vars (-e): they would override the value of every candidate.'
+        ' Set them in the inventory (group_vars or host_vars) or in the play.'
+        % (host, ' and sglang_server_extra_args' if out['any_adaptive'] else ''))
     out['would_measure'] = 'Would measure %s at concurrency %s (%s prompts each) against %s%s, and write the report to %s.' % (
         ', '.join(cand['name'] for cand in candidates), ', '.join(str(level) for level in opts['spec_sweep_concurrency']),
         opts['spec_sweep_num_prompts'], server_url(opts), TIERS_TEXT if measures_tiers else '', out['host_dir'])
     return out
+
+
+def restored(launched):
+    """What the server runs after the sweep put the host's own configuration back (``launched``: the
+    sglang_server role's ``sglang_server_result``): its state, depth and why, where it says."""
+    if not isinstance(launched, dict) or 'state' not in launched or 'depth' not in launched:
+        raise SweepError('spec_sweep: sglang_server_result has no state and depth after the redeploy: %s' % (launched,))
+    return {'state': launched['state'], 'depth': launched['depth'], 'reason': launched.get('reason')}
 
 
 def benchmark_args(opts, check=False):
@@ -166,6 +180,24 @@ def record(candidate, label, progress, finished, bench=None, error=None, failed_
     return out
 
 
+# What results.json keeps of the tier table (the step "tiers" returns it with the candidate to measure).
+TIER_KEYS = ('candidate', 'config', 'tiers', 'picked', 'why', 'file')
+
+
+def tiers(table, tiers_file):
+    """The tier table (filter sweep_adaptive_tiers) with its ``file``, and ``measure``: its candidate with
+    ``--speculative-adaptive-config`` that file, or None when there is none to measure."""
+    measure = dict(table['candidate'], adaptive_config=tiers_file) if table['candidate'] is not None else None
+    return dict(table, file=tiers_file, measure=measure)
+
+
+def tier_table(registered):
+    """What results.json keeps of the step's answer (tasks/tiers.yml), None when no tier table was built."""
+    if not registered:
+        return None
+    return dict((key, value) for key, value in registered.items() if key in TIER_KEYS)
+
+
 def results(opts, now, versions, best, truthy):
     """The content of results.json (and what report.md and chart.svg show)."""
     sweep = opts['__spec_sweep']
@@ -192,7 +224,7 @@ def results(opts, now, versions, best, truthy):
         'restored': opts['spec_sweep_restored'],
         'best': best,
         # The --speculative-adaptive-config table built from the best per load (tasks/tiers.yml), or None.
-        'adaptive_tiers': opts['__spec_sweep_tiers'],
+        'adaptive_tiers': tier_table(opts['__spec_sweep_tiers']),
         'candidates': opts['__spec_sweep_results'],
     }
 

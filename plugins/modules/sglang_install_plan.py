@@ -89,6 +89,15 @@ plan:
       description: The virtualenvs this host's settings install and run (never pruned).
       type: list
       elements: str
+    pip:
+      description: The arguments of M(ansible.builtin.pip) that install RV(plan.missing) into the virtualenv.
+      type: dict
+    verify:
+      description: The arguments of M(llmops.serving.venv_requirements) that check the virtualenv after the install.
+      type: dict
+    prune:
+      description: The arguments of M(llmops.serving.release_venvs) that remove the releases nothing needs.
+      type: dict
     result:
       description: The role's C(sglang_install_result) but its C(module_version) (C(engine), C(version), C(python), C(installed), C(before)).
       type: dict

@@ -17,7 +17,8 @@ description:
   - V(settings) - refuses settings the sweep cannot run (depths that are no integers of at least 2, no
     concurrency level, no round, depths without a drafter) and returns what every candidate starts from (the
     drafter and extra arguments, resolved once), the candidates, the API, the tier table's file, the report
-    folder, whether routers front the host, and the message of a check-mode run (RV(would_measure)).
+    folder, whether routers front the host, the message of a check-mode run (RV(would_measure)) and the message
+    refusing extra vars the candidates set (RV(extra_vars_message)).
   - V(start), V(deployed) - the start time of the candidate C(spec_sweep_candidate), then its launch result
     and command once it was deployed.
   - V(benchmark) - runs M(llmops.serving.llm_benchmark) (one module run, on the host the task is delegated to)
@@ -27,13 +28,17 @@ description:
     content of C(results.json), the record of the best candidate and where the report is.
   - V(check) - after the rollout, runs a short M(llmops.serving.llm_benchmark) (4 requests) and says whether
     the server runs the best candidate (RV(verified), RV(verdict)).
+  - V(tiers) - the C(--speculative-adaptive-config) tier table built from the best candidate per concurrency level
+    (filter C(llmops.serving.sweep_adaptive_tiers)) with the file it is written to, and RV(measure), the candidate
+    that runs it.
+  - V(restored) - after the host's own configuration was deployed again, what the server runs (RV(restored)).
   - Changes nothing, on any host. The decisions are the pure functions of C(module_utils/_spec_sweep.py).
 options:
   step:
     description: The step of the sweep.
     type: str
     required: true
-    choices: [settings, start, deployed, benchmark, failed, report, check]
+    choices: [settings, start, deployed, benchmark, failed, report, check, restored, tiers]
 author: llmops.serving maintainers (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
@@ -62,6 +67,10 @@ would_measure:
   type: str
   returned: success
   sample: Would measure baseline, depth 16 at concurrency 1, 8 (64 prompts each) against http://127.0.0.1:30000, and ...
+extra_vars_message:
+  description: With O(step=settings), the message refusing the settings the candidates set when they are extra vars (-e).
+  type: str
+  returned: success
 candidates:
   description: With O(step=settings), one entry C({name, depth, adaptive}) per server configuration to measure.
   type: list
@@ -100,12 +109,20 @@ verdict:
   description: With O(step=check), what the check found, in one line.
   type: str
   returned: success
+measure:
+  description: With O(step=tiers), the adaptive candidate that runs the tier table from its file, or null when there is none to measure.
+  type: dict
+  returned: success
+restored:
+  description: With O(step=restored), the C(state), C(depth) and C(reason) of the server's own configuration after the sweep.
+  type: dict
+  returned: success
 '''
 
 from ansible.module_utils.basic import AnsibleModule
 
 ARGUMENT_SPEC = dict(
-    step=dict(type='str', required=True, choices=['settings', 'start', 'deployed', 'benchmark', 'failed', 'report', 'check']),
+    step=dict(type='str', required=True, choices=['settings', 'start', 'deployed', 'benchmark', 'failed', 'report', 'check', 'restored', 'tiers']),
 )
 
 

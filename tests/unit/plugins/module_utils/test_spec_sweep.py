@@ -62,6 +62,10 @@ def test_settings_fix_what_every_candidate_starts_from():
         'target_path': '/models/target', 'candidates': CANDIDATES, 'started': 'T', 'measures_tiers': True,
         'any_adaptive': True, 'tiers_file': '/etc/llmops/spec-sweep-main-adaptive.json', 'host_dir': '/r/gpu-a01',
         'routed': True,
+        'extra_vars_message': 'spec_sweep on gpu-a01: sglang_server_speculative_draft_model_path, _depth, _num_steps,'
+                              ' _eagle_topk, _num_draft_tokens, _adaptive, _adaptive_config and sglang_server_extra_args'
+                              ' must not be extra vars (-e): they would override the value of every candidate. Set them'
+                              ' in the inventory (group_vars or host_vars) or in the play.',
         'would_measure': 'Would measure baseline, depth 16 at concurrency 1, 8 (64 prompts each) against'
                          ' http://127.0.0.1:30000, then an adaptive tier table from the best per concurrency level'
                          ' (if they differ), and write the report to /r/gpu-a01.'}
@@ -70,6 +74,14 @@ def test_settings_fix_what_every_candidate_starts_from():
     assert (vllm['api'], vllm['target_path'], vllm['measures_tiers'], vllm['any_adaptive'], vllm['routed']) == (
         'completions', None, False, False, False)
     assert vllm['would_measure'].endswith('against http://127.0.0.1:30000, and write the report to /r/gpu-a01.')
+    assert vllm['extra_vars_message'].startswith('spec_sweep on gpu-a01: ') and 'sglang_server_extra_args' not in vllm['extra_vars_message']
+
+
+def test_what_the_server_runs_after_the_sweep():
+    assert _spec_sweep.restored({'state': 'started', 'depth': 16, 'url': 'u'}) == {'state': 'started', 'depth': 16, 'reason': None}
+    assert _spec_sweep.restored({'state': 'failed', 'depth': None, 'reason': 'oom'})['reason'] == 'oom'
+    with pytest.raises(_spec_sweep.SweepError):
+        _spec_sweep.restored(None)
 
 
 def test_the_url_follows_the_server_just_started_unless_set():
@@ -151,3 +163,14 @@ def test_the_check_fails_when_a_request_failed_and_names_what_the_server_reports
     assert message == ('h should now serve depth 16, but the server reports speculative_algorithm=EAGLE3,'
                        ' speculative_num_steps=?, speculative_num_draft_tokens=16, speculative_adaptive=?,'
                        ' speculative_adaptive_config=? and 3/4 check requests completed.')
+
+
+def test_the_tier_table_with_its_file_and_what_results_json_keeps_of_it():
+    table = {'candidate': {'name': 'adaptive tiers', 'depth': 8, 'adaptive': True}, 'config': {'tiers': []}, 'tiers': {},
+             'picked': {'1': 'depth 8'}, 'why': 'w'}
+    out = _spec_sweep.tiers(table, '/etc/t.json')
+    assert out['file'] == '/etc/t.json' and out['candidate'] == table['candidate']
+    assert out['measure'] == dict(table['candidate'], adaptive_config='/etc/t.json')
+    assert _spec_sweep.tiers(dict(table, candidate=None), '/etc/t.json')['measure'] is None
+    assert _spec_sweep.tier_table(dict(out, changed=False, failed=False)) == dict(table, file='/etc/t.json')
+    assert _spec_sweep.tier_table(None) is None

@@ -11,17 +11,15 @@ the virtualenv (llmops.serving.release_venvs); returns what the role installs, a
 from __future__ import annotations
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmops.serving.plugins.module_utils import _install
 from ansible_collections.llmops.serving.plugins.modules.sglang_install_plan import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 STATE_DIR = '/var/lib/llmops/last-good'
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-
+class ActionModule(RoleAction):
     def _run_module(self, name, module_args, task_vars):
         try:
             return self._execute_module(module_name=name, module_args=module_args, task_vars=task_vars)
@@ -33,8 +31,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         host = task_vars['inventory_hostname']
-        options = dict((name, self._templar.resolve_variable_expression(name)) for name in _install.OPTIONS)
-        server = dict((name, self._templar.resolve_variable_expression(name)) for name in ('sglang_server_state_dir',
+        options = self.role_variables(_install.OPTIONS)
+        server = dict((name, self.role_variable(name)) for name in ('sglang_server_state_dir',
                       'sglang_server_python') if name in task_vars)
 
         problem = _install.unpinned_message(options['sglang_install_packages'])

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import datetime
 
-from ansible.errors import AnsibleError, AnsibleUndefinedVariable
+from ansible.errors import AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
 
 from ansible_collections.llmops.serving.plugins.filter import sweep as _filters
 from ansible_collections.llmops.serving.plugins.module_utils import _spec_sweep
 from ansible_collections.llmops.serving.plugins.modules.spec_sweep_step import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 BENCHMARK = 'llmops.serving.llm_benchmark'
 # What the step returns of llm_benchmark's result (never its invocation: it names the API key).
@@ -34,8 +34,7 @@ def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(RoleAction):
     _supports_check_mode = True
 
     def __init__(self, *args, **kwargs):
@@ -43,15 +42,7 @@ class ActionModule(ActionBase):
         self._benchmark_warnings = []
 
     def _options(self, names):
-        out = {}
-        for name in names:
-            try:
-                out[name] = self._templar.resolve_variable_expression(name)
-            except AnsibleUndefinedVariable:
-                if name not in _spec_sweep.DEFAULTS:
-                    raise
-                out[name] = _spec_sweep.DEFAULTS[name]
-        return out
+        return self.role_variables(names, _spec_sweep.DEFAULTS)
 
     def _benchmark(self, opts, task_vars, check=False):
         try:

@@ -17,18 +17,21 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.urls import open_url
 from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import lookup_loader
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _guard
 from ansible_collections.llmops.serving.plugins.module_utils._procs import STAT_STARTTIME, read_stat
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
 from ansible_collections.llmops.serving.plugins.module_utils._options import validated
+from ansible_collections.llmops.serving.plugins.filter.fleet import server_hosts
 from ansible_collections.llmops.serving.plugins.modules.remediation_guard import ARGUMENT_SPEC
 
 display = Display()
 
 # The options that the variables of playbooks/remediate.yml give where the task leaves them out.
 VARIABLES = {
+    'host': 'llmops_remediate_host',
     'collapsed_hosts': 'llmops_collapsed_hosts',
     'state_file': 'llmops_remediate_state_file',
     'cooldown': 'llmops_remediate_cooldown',
@@ -37,6 +40,28 @@ VARIABLES = {
     'report_window': 'llmops_remediate_report_window',
     'alertmanager_url': 'llmops_remediate_alertmanager_url',
 }
+
+
+def fleet_pattern(task_vars, resolve):
+    """The host pattern of the fleet, as the plays of playbooks/remediate.yml and status.yml take it: llmops_hosts,
+    else the servers' group (sglang_router_worker_group) or every host but the routers (sglang_router_group)."""
+    if 'llmops_hosts' in task_vars:
+        return resolve('llmops_hosts')
+    groups = [resolve(name) if name in task_vars else default
+              for name, default in (('sglang_router_worker_group', 'sglang_servers'), ('sglang_router_group', 'sglang_routers'))]
+    return server_hosts(task_vars['groups'], *groups)
+
+
+def play_defaults(args, task_vars, fleet):
+    """The options the play gives where the task leaves them out: ``hosts``, every server of the inventory
+    whatever the --limit (``fleet()`` reads them), and ``outcome``, ``failed`` where the play set
+    ``llmops_remediate_failure``, else ``remediated``."""
+    merged = dict(args)
+    if 'hosts' not in merged:
+        merged['hosts'] = fleet()
+    if 'outcome' not in merged:
+        merged['outcome'] = 'failed' if 'llmops_remediate_failure' in task_vars else 'remediated'
+    return merged
 
 
 def _read(path):
@@ -108,7 +133,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        args, errors = validated(ARGUMENT_SPEC, self._task.args, task_vars, self._templar.resolve_variable_expression, VARIABLES)
+        resolve = self._templar.resolve_variable_expression
+        args = play_defaults(self._task.args, task_vars, lambda: self._fleet(task_vars, resolve))
+        args, errors = validated(ARGUMENT_SPEC, args, task_vars, resolve, VARIABLES)
         if errors:
             raise AnsibleActionFail('remediation_guard: %s' % '; '.join(errors))
         try:
@@ -127,3 +154,8 @@ class ActionModule(ActionBase):
                 display.warning('the fleet-wide alert could not be raised in Alertmanager %s: %s' % (args['alertmanager_url'], error))
         result['changed'] = decision['action'] == 'remediate' or args['state'] == 'finished'
         return result
+
+    def _fleet(self, task_vars, resolve):
+        pattern = fleet_pattern(task_vars, resolve)
+        hostnames = lookup_loader.get('ansible.builtin.inventory_hostnames', loader=self._loader, templar=self._templar)
+        return hostnames.run(pattern if isinstance(pattern, list) else [pattern], variables=task_vars)

@@ -14,13 +14,15 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.llmops.serving.plugins.modules.role_module import ARGUMENT_SPEC
 
 
-def module_args(options, prefix, defined, resolve, fixed=None):
+def module_args(options, prefix, defined, resolve, fixed=None, defaults=None):
     """The module's arguments: each option whose variable ``prefix + option`` is defined and not null
-    (``resolve(name)`` reads it), then ``fixed``, which wins."""
+    (``resolve(name)`` reads it), else its value in ``defaults`` where it has one, then ``fixed``, which wins."""
     args = {}
     for option in options:
         name = prefix + option
         value = resolve(name) if name in defined else None
+        if value is None:
+            value = (defaults or {}).get(option)
         if value is not None:
             args[option] = value
     args.update(fixed or {})
@@ -36,7 +38,7 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         args = module_args(params['options'], params['prefix'], task_vars, self._templar.resolve_variable_expression,
-                           params['args'])
+                           params['args'], params['defaults'])
         wrap_async = self._task.async_val and not self._connection.has_native_async
         try:
             result.update(self._execute_module(module_name=params['module'], module_args=args, task_vars=task_vars,

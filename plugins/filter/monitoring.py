@@ -1,7 +1,7 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The files of the serving_monitoring role. A thin wrapper over module_utils/_monitoring.py;
-documented in monitoring_files.yml next to this file."""
+"""The files of the serving_monitoring role and the servers it cannot scrape. Thin wrappers over
+module_utils/_monitoring.py; each filter is documented in the YAML file of its name next to this one."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ def monitoring_files(directory, dashboard_dir, install_alertmanager=False, valid
                                         boolean(validate, strict=False))
 
 
+def monitoring_unreachable(servers, prometheus_host):
+    return _monitoring.unreachable_servers(servers, prometheus_host)
+
+
 class FilterModule:
     def filters(self):
-        return {'monitoring_files': monitoring_files}
+        return {'monitoring_files': monitoring_files, 'monitoring_unreachable': monitoring_unreachable}

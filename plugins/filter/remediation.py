@@ -13,10 +13,14 @@ def remediation_plan(previous, fallback='off', rollback_to='last_good'):
     return _guard.remediation_plan(previous, fallback, rollback_to)
 
 
+def remediation_start(decision, host, fallback='off', trigger='by hand'):
+    return _guard.remediation_start(decision, host, fallback, trigger)
+
+
 def remediation_outcome(result, plan):
     return _guard.remediation_outcome(result, plan)
 
 
 class FilterModule:
     def filters(self):
-        return {'remediation_plan': remediation_plan, 'remediation_outcome': remediation_outcome}
+        return {'remediation_plan': remediation_plan, 'remediation_start': remediation_start, 'remediation_outcome': remediation_outcome}

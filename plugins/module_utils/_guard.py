@@ -184,6 +184,14 @@ def remediation_plan(previous, fallback='off', rollback_to='last_good'):
             'rollback_to': rollback_to, 'fallback_depth': None if off else _depth(fallback)}
 
 
+def remediation_start(decision, host, fallback='off', trigger='by hand'):
+    """The journal record of the start of a remediation of ``host``: the hosts the guard's
+    ``decision`` saw collapsed (``[host]`` where it has none, e.g. no decision), the fallback and
+    what triggered it."""
+    return {'step': 'started', 'collapsed_hosts': (decision or {}).get('collapsed', [host]),
+            'fallback': fallback, 'trigger': trigger}
+
+
 def remediation_outcome(result, plan):
     """The journal record of the configuration a remediation left the server on: the step
     (``rolled_back`` onto the previous good configuration, else ``fallback``) and the figures

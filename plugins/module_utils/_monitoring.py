@@ -26,3 +26,14 @@ def monitoring_files(directory, dashboard_dir, install_alertmanager=False, valid
         'alertmanager': INSTALLED_ALERTMANAGER if install_alertmanager else posixpath.join(directory, 'alertmanager.yml'),
         'alertmanager_checked': bool(install_alertmanager or validate),
     }
+
+
+def unreachable_servers(servers, prometheus_host):
+    """Why Prometheus on ``prometheus_host`` cannot scrape some of ``servers`` (the role's server
+    entries: host, target, loopback): one line per server of another host that listens on loopback
+    only; '' where it can scrape them all."""
+    return '\n'.join(
+        '%s: the server listens on %s, which Prometheus on %s cannot reach. Set sglang_server_host to 0.0.0.0 '
+        '(or an address of the host) for %s, or serving_monitoring_address to the address Prometheus should scrape.'
+        % (s['host'], s['target'], prometheus_host, s['host'])
+        for s in servers or [] if s.get('loopback') and s['host'] != prometheus_host)

@@ -26,10 +26,13 @@ description:
   - V(remediate) - go; O(host) is held as in progress until a call with O(state=finished).
   - Every decision is appended to C(decisions.jsonl) beside O(state_file) (mode 0600), one JSON object a line.
   - The decisions are the pure functions of C(module_utils/_guard.py).
-  - An option the task leaves out is taken from its variable where that is set (C(playbooks/remediate.yml) sets
-    none of them), else it has its default. O(collapsed_hosts) comes from C(llmops_collapsed_hosts); O(state_file),
+  - An option the task leaves out is taken from its variable where that is set, else it has its default.
+    O(host) comes from C(llmops_remediate_host); O(collapsed_hosts) from C(llmops_collapsed_hosts); O(state_file),
     O(cooldown), O(max_per_hour), O(max_collapsed_share), O(report_window) and O(alertmanager_url) from
     C(llmops_remediate_<option>), e.g. C(llmops_remediate_cooldown).
+  - Left out, O(hosts) is every server of the inventory whatever the C(--limit), as the plays of the collection
+    pick them (C(llmops_hosts), else the group C(sglang_router_worker_group) or every host but the routers), and
+    O(outcome) is V(failed) where the play set C(llmops_remediate_failure), else V(remediated).
 author: llmops.serving maintainers (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
@@ -45,7 +48,7 @@ attributes:
     details: Each call is one report; the state counts them.
 options:
   host:
-    description: The inventory name of the host whose acceptance collapsed.
+    description: The inventory name of the host whose acceptance collapsed; left out, C(llmops_remediate_host).
     type: str
     required: true
   state:
@@ -56,11 +59,13 @@ options:
     choices: [decided, finished]
     default: decided
   outcome:
-    description: With O(state=finished), what the remediation did (V(remediated), V(failed)...).
+    description:
+      - With O(state=finished), what the remediation did (V(remediated), V(failed)...).
+      - Left out, V(failed) where the play set C(llmops_remediate_failure), else V(remediated).
     type: str
     default: remediated
   hosts:
-    description: The server hosts of the inventory (the fleet).
+    description: The server hosts of the inventory (the fleet); left out, those the plays of the collection pick.
     type: list
     elements: str
     default: []

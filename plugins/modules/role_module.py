@@ -14,7 +14,8 @@ description:
   - Runs O(module) on the host (one module run) with, for each name of O(options), the value of the variable
     C(<prefix><name>) (the host's, as the task sees it), read once on the controller. A variable that is not
     defined or is V(null) leaves the module's default.
-  - O(args) are passed as they are and win over the variables.
+  - O(args) are passed as they are and win over the variables; O(defaults) are passed where the variable of the
+    option is not defined or is V(null).
   - Returns the module's result. Check mode and diff mode are the module's; C(async) runs the module in the
     background as it would run alone.
   - The roles of this collection use it where their options are the module's options under the role's prefix
@@ -50,6 +51,10 @@ options:
     description: Arguments passed as they are.
     type: dict
     default: {}
+  defaults:
+    description: Arguments for options of O(options) whose variable is not defined or is V(null) (the role's defaults).
+    type: dict
+    default: {}
 author:
   - llmops.serving contributors (@llmops)
 '''
@@ -77,6 +82,7 @@ ARGUMENT_SPEC = dict(
     prefix=dict(type='str', required=True),
     options=dict(type='list', elements='str', required=True),
     args=dict(type='dict', default={}),
+    defaults=dict(type='dict', default={}),
 )
 
 

@@ -25,3 +25,10 @@ def test_variables_are_read_once_each():
 
     assert plugin.module_args(['a', 'b'], 'p_', {'p_a': '{{ x }}', 'p_b': 2}, resolve) == {'a': 1, 'b': 1}
     assert seen == ['p_a', 'p_b']
+
+
+def test_defaults_fill_what_the_variables_leave_out():
+    variables = {'sglang_server_name': None, 'sglang_server_state_dir': '/srv/state'}
+    args = plugin.module_args(['name', 'state_dir'], 'sglang_server_', variables, variables.__getitem__, {'state': 'restored'},
+                              {'name': 'main', 'state_dir': '/var/lib/llmops/last-good'})
+    assert args == {'name': 'main', 'state_dir': '/srv/state', 'state': 'restored'}

@@ -30,3 +30,4 @@ def test_remediation_filters():
     plan = remediation.remediation_plan({'found': True, 'changed_files': ['argv.json']})
     assert plan == {'to': 'previous', 'rollback_to': 'last_good', 'fallback_depth': None}
     assert remediation.remediation_outcome({}, plan)['step'] == 'rolled_back'
+    assert remediation.remediation_start({}, 'ns1')['collapsed_hosts'] == ['ns1']

@@ -150,6 +150,12 @@ def test_remediation_plan(previous, fallback, expected):
     assert plan == dict(expected, rollback_to='last_good')
 
 
+def test_remediation_start():
+    assert _guard.remediation_start({'collapsed': ['s1', 's2'], 'action': 'remediate'}, 's1', 'depth 2', 'alertmanager') == {
+        'step': 'started', 'collapsed_hosts': ['s1', 's2'], 'fallback': 'depth 2', 'trigger': 'alertmanager'}
+    assert _guard.remediation_start(None, 's3') == {'step': 'started', 'collapsed_hosts': ['s3'], 'fallback': 'off', 'trigger': 'by hand'}
+
+
 def test_remediation_outcome():
     result = {'state': 'ready', 'pid': 7, 'depth': 3, 'accept_length': 2.1, 'url': 'http://x'}
     assert _guard.remediation_outcome(result, {'to': 'fallback'}) == {

@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 
 from ansible.errors import AnsibleActionFail, AnsibleError
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _fleet
 from ansible_collections.llmops.serving.plugins.module_utils._options import validated
 from ansible_collections.llmops.serving.plugins.modules.fleet_preflight import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 display = Display()
 
@@ -44,14 +44,13 @@ def _get(hostvars, host, name, default=None):
     return default if value is None else value
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(RoleAction):
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        args, errors = validated(ARGUMENT_SPEC, self._task.args, task_vars, self._templar.resolve_variable_expression, VARIABLES)
+        args, errors = validated(ARGUMENT_SPEC, self._task.args, task_vars, self.role_variable, VARIABLES)
         if errors:
             raise AnsibleActionFail('fleet_preflight: %s' % '; '.join(errors))
         hostvars = task_vars['hostvars']

@@ -16,7 +16,6 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.urls import open_url
-from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 from ansible.utils.display import Display
 
@@ -26,6 +25,7 @@ from ansible_collections.llmops.serving.plugins.module_utils._files import write
 from ansible_collections.llmops.serving.plugins.module_utils._options import validated
 from ansible_collections.llmops.serving.plugins.filter.fleet import server_hosts
 from ansible_collections.llmops.serving.plugins.modules.remediation_guard import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 display = Display()
 
@@ -126,14 +126,13 @@ def raise_fleet_alert(url, decision, opener=open_url):
     return None if status == 200 else 'HTTP %s' % status
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(RoleAction):
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        resolve = self._templar.resolve_variable_expression
+        resolve = self.role_variable
         args = play_defaults(self._task.args, task_vars, lambda: self._fleet(task_vars, resolve))
         args, errors = validated(ARGUMENT_SPEC, args, task_vars, resolve, VARIABLES)
         if errors:

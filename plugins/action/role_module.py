@@ -9,9 +9,8 @@ each of its options as a templated argument."""
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.llmops.serving.plugins.modules.role_module import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 
 def module_args(options, prefix, defined, resolve, fixed=None, defaults=None):
@@ -29,15 +28,14 @@ def module_args(options, prefix, defined, resolve, fixed=None, defaults=None):
     return args
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(RoleAction):
     _supports_async = True
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
         params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
-        args = module_args(params['options'], params['prefix'], task_vars, self._templar.resolve_variable_expression,
+        args = module_args(params['options'], params['prefix'], task_vars, self.role_variable,
                            params['args'], params['defaults'])
         wrap_async = self._task.async_val and not self._connection.has_native_async
         try:

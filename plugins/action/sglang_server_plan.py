@@ -11,22 +11,18 @@ derives from them (module_utils/_server_role.py: names, user, launch templates, 
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.llmops.serving.plugins.module_utils import _server_plan, _server_role, _sglang_args
 from ansible_collections.llmops.serving.plugins.modules.sglang_server_plan import ARGUMENT_SPEC
+from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-
+class ActionModule(RoleAction):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         host = task_vars['inventory_hostname']
-        options = dict((name, self._templar.resolve_variable_expression(name)) for name in _server_plan.OPTIONS)
-        options.update((name, self._templar.resolve_variable_expression(name)) for name in _server_role.OPTIONS)
+        options = self.role_variables(_server_plan.OPTIONS + _server_role.OPTIONS)
         hostvars = task_vars['hostvars']
 
         def address_of(member):

@@ -15,9 +15,8 @@ from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runne
 
 @pytest.fixture
 def venv():
-    """The virtualenv the tests run in (pytest is installed there)."""
-    if not os.path.exists(os.path.join(sys.prefix, 'bin', 'python')):
-        pytest.skip('the tests do not run in a virtualenv')
+    """The virtualenv the tests run in (the project's .venv, where pytest is installed)."""
+    assert os.path.exists(os.path.join(sys.prefix, 'bin', 'python')), 'run the unit tests from the project virtualenv (make test)'
     return sys.prefix
 
 

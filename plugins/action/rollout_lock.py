@@ -12,10 +12,14 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+import time
 
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.modules.rollout_lock import ARGUMENT_SPEC
+
+display = Display()
 
 
 def process_start(pid):
@@ -73,13 +77,28 @@ class ActionModule(ActionBase):
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         me = this_run()
         args['holder'] = dict(me, playbook=args['playbook'] or '?')
+        host = (task_vars or {}).get('inventory_hostname')
+        start = time.monotonic()
         try:
-            outcome = self._execute_module(module_name=self._task.action, module_args=args, task_vars=task_vars)
-            held = outcome.get('holder') or {}
-            if args['state'] == 'present' and outcome.get('failed') and gone(held, me['controller']):
-                args['gone_id'] = held['id']
-                outcome = self._execute_module(module_name=self._task.action, module_args=args, task_vars=task_vars)
+            while True:
+                outcome = self._lock(args, me['controller'], task_vars)
+                waited = time.monotonic() - start
+                if not (args['state'] == 'present' and outcome.get('failed') and outcome.get('held_by')
+                        and waited < args['wait']) or self._task.check_mode:
+                    break
+                display.display('[%s] rollout_lock: waiting %.0f of %d s for the rollout lock held by %s'
+                                % (host, waited, args['wait'], outcome['held_by']))
+                time.sleep(min(args['wait_interval'], max(0.1, args['wait'] - waited)))
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
-        result.update(outcome)
+        result.update(outcome, waited=round(time.monotonic() - start, 1))
         return result
+
+    def _lock(self, args, controller, task_vars):
+        """One try: the module's result, run again to take the lock over where its holder's process is gone."""
+        outcome = self._execute_module(module_name=self._task.action, module_args=args, task_vars=task_vars)
+        held = outcome.get('holder') or {}
+        if args['state'] == 'present' and outcome.get('failed') and gone(held, controller):
+            outcome = self._execute_module(module_name=self._task.action, module_args=dict(args, gone_id=held['id']),
+                                           task_vars=task_vars)
+        return outcome

@@ -62,6 +62,17 @@ options:
   playbook:
     description: The playbook the lock is taken for, recorded with the holder.
     type: str
+  wait:
+    description:
+      - With V(present), how many seconds to wait for a lock held by another live run before refusing (0 refuses at
+        once). While it waits, the action prints who holds the lock every O(wait_interval) seconds. The speculation
+        guard's C(remediate.yml) waits, so that a remediation is deferred while an operator's rollout runs.
+    type: int
+    default: 0
+  wait_interval:
+    description: Seconds between two tries while O(wait) lasts.
+    type: int
+    default: 10
   holder:
     description:
       - Set by the action plugin, not by the task - the holder this run records (id, owner, controller, pid,
@@ -123,7 +134,11 @@ replaced:
   description: What the run did with a stale or broken lock of another run (empty where there was none).
   returned: always
   type: str
-path:
+waited:
+  description: Seconds the run waited for another run's lock (O(wait)).
+  returned: always
+  type: float
+lock_file:
   description: The lock file.
   returned: always
   type: str
@@ -141,6 +156,8 @@ ARGUMENT_SPEC = dict(
     stale_after=dict(type='int', default=21600),
     break_lock=dict(type='bool', default=False),
     playbook=dict(type='str'),
+    wait=dict(type='int', default=0),
+    wait_interval=dict(type='int', default=10),
     holder=dict(type='dict'),
     gone_id=dict(type='str'),
 )
@@ -150,7 +167,7 @@ def run(params, check_mode, now):
     """The module's result for ``params``: ``(result, failed_msg)``."""
     lock = LockFile(params['lock_dir'], params['name'])
     holder = params['holder'] or {}
-    result = {'changed': False, 'replaced': '', 'path': lock.path}
+    result = {'changed': False, 'replaced': '', 'lock_file': lock.path}
     with lock:
         current = lock.read()
         if params['state'] == 'read':

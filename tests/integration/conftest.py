@@ -135,8 +135,9 @@ def _run_ansible(argv, *, extra_vars, env, expect_rc, timeout):
             json.dump(extra_vars, ev)
             ev.flush()
             argv = argv + ['-e', '@' + ev.name]
+        # A session of its own: a test may SIGKILL the playbook's whole process group (callback_plugins/kill_at.py).
         proc = subprocess.run(argv, capture_output=True, text=True, env=ansible_env(env), cwd=ROOT,
-                              timeout=timeout, check=False)
+                              timeout=timeout, check=False, start_new_session=True)
     result = AnsibleResult(rc=proc.returncode, stdout=proc.stdout, stderr=proc.stderr, cmd=argv)
     if expect_rc is not None and proc.returncode != expect_rc:
         raise AssertionError('%s: rc=%d, expected %d\n--- stdout (tail) ---\n%s\n--- stderr (tail) ---\n%s'

@@ -26,7 +26,7 @@ def lock_args(tmp_path, holder, **extra):
 def test_the_first_run_takes_the_lock_and_a_second_is_refused_naming_the_holder(tmp_path, capsys):
     first, dummy = run_main(rollout_lock.main, capsys, **lock_args(tmp_path, ALICE))
     assert first['changed'] and first['holder']['owner'] == 'alice'
-    mode = stat.S_IMODE(os.stat(first['path']).st_mode)
+    mode = stat.S_IMODE(os.stat(first['lock_file']).st_mode)
     assert mode == 0o600
 
     again, dummy = run_main(rollout_lock.main, capsys, **lock_args(tmp_path, ALICE))
@@ -46,14 +46,14 @@ def test_only_the_holder_gives_the_lock_back(tmp_path, capsys):
     assert not other['changed'] and other['holder']['id'] == ALICE['id']
     mine, dummy = run_main(rollout_lock.main, capsys, **lock_args(tmp_path, ALICE, state='absent'))
     assert mine['changed'] and mine['holder'] == {}
-    assert not os.path.exists(mine['path'])
+    assert not os.path.exists(mine['lock_file'])
     taken, dummy = run_main(rollout_lock.main, capsys, **lock_args(tmp_path, BOB))
     assert taken['changed'] and taken['holder']['owner'] == 'bob'
 
 
 def test_check_mode_refuses_as_a_run_would_and_writes_nothing(tmp_path, capsys):
     planned, dummy = run_main(rollout_lock.main, capsys, _ansible_check_mode=True, **lock_args(tmp_path, ALICE))
-    assert planned['changed'] and not os.path.exists(planned['path'])
+    assert planned['changed'] and not os.path.exists(planned['lock_file'])
 
 
 def test_a_holder_whose_process_is_gone_is_taken_over_with_a_warning(tmp_path, capsys, monkeypatch):

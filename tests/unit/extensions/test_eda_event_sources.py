@@ -91,7 +91,9 @@ def test_webhook_puts_one_event_per_alert_with_the_group_hosts(tmp_path):
     assert 'meta' not in events[0]  # no --limit from the source: the guard play on localhost decides
 
 
-def test_webhook_refuses_what_is_no_notification_and_a_wrong_token(tmp_path):
+def test_webhook_refuses_what_is_no_notification_and_a_wrong_token(tmp_path, caplog):
+    caplog.set_level('WARNING', logger='llmops.serving.alertmanager_webhook')
+
     async def scenario():
         queue, task, url = await _start_webhook(tmp_path, token='s3cret')
         codes = []
@@ -110,6 +112,32 @@ def test_webhook_refuses_what_is_no_notification_and_a_wrong_token(tmp_path):
     codes, size = asyncio.run(scenario())
     assert codes == [401, 401, 400, 400, 202]
     assert size == 1
+    refusals = [r.getMessage() for r in caplog.records if 'refused a notification from' in r.getMessage()]
+    assert refusals == ['refused a notification from 127.0.0.1: no token',
+                        'refused a notification from 127.0.0.1: wrong token']
+    assert 'wrong' not in caplog.text.replace('wrong token', '')  # what was sent as a token is never logged
+
+
+@pytest.mark.parametrize('host, token, allow_open, refused', [
+    ('0.0.0.0', '', False, True),
+    ('10.0.0.5', '', False, True),
+    ('::', '', False, True),
+    ('0.0.0.0', 's3cret', False, False),
+    ('0.0.0.0', '', True, False),
+    ('127.0.0.1', '', False, False),
+    ('::1', '', False, False),
+    ('localhost', '', False, False),
+])
+def test_webhook_beyond_loopback_needs_a_token(host, token, allow_open, refused):
+    problem = webhook.open_listener_problem(host, token, allow_open)
+    assert bool(problem) == refused
+    if refused:
+        assert problem.startswith('llmops.serving.alertmanager_webhook: listening on %s without a token' % host)
+
+
+def test_webhook_does_not_start_open_without_a_token(tmp_path):
+    with pytest.raises(ValueError, match='without a token'):
+        asyncio.run(webhook.main(asyncio.Queue(), {'host': '0.0.0.0', 'port': 0}))
 
 
 @pytest.mark.parametrize('labels, host', [

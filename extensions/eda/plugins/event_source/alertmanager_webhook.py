@@ -20,16 +20,22 @@ else its ``instance`` without the port. ``group_hosts`` lets the guard see a fle
 Alertmanager grouped into one notification.
 
 Arguments (rulebook ``args``):
-  host: address to listen on (default 0.0.0.0)
+  host: address to listen on (default 127.0.0.1)
   port: TCP port (default 5001; 0 picks a free one, for tests)
-  token: a bearer token that each request must carry (Alertmanager's http_config.authorization); empty: none
+  token: a bearer token that each request must carry (Alertmanager's http_config.authorization); empty: none,
+    which only a loopback address takes: a listener beyond loopback without a token does not start (anyone who
+    reaches it could have servers drained and restarted), unless allow_open is true
+  allow_open: true to listen beyond loopback without a token (default false)
   ready_file: where to write the port once listening (optional; tests)
+
+A request without the token is answered 401 and logged (its address, never what it sent as a token).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import json
 import logging
 import os
@@ -80,11 +86,32 @@ def events_of(payload):
              'external_url': payload.get('externalURL', '')} for alert in alerts]
 
 
+def is_loopback(host):
+    """Whether ``host`` (an address or ``localhost``) listens on loopback only."""
+    if host == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def open_listener_problem(host, token, allow_open):
+    """Why the webhook must not listen on ``host`` with ``token``, or ''."""
+    if token or allow_open or is_loopback(host):
+        return ''
+    return ('llmops.serving.alertmanager_webhook: listening on %s without a token would let anyone who reaches it '
+            'have servers drained and restarted; set webhook_token (the role: speculation_guard_webhook_token, '
+            'Alertmanager: serving_monitoring_guard_webhook_token), listen on 127.0.0.1, or set allow_open' % host)
+
+
 def make_app(queue, token=''):
     async def receive(request):
         if token:
             given = request.headers.get('Authorization', '')
             if not hmac.compare_digest(given.encode('utf-8'), ('Bearer ' + token).encode('utf-8')):
+                LOGGER.warning('refused a notification from %s: %s', request.remote,
+                               'wrong token' if given else 'no token')
                 return web.json_response({'error': 'unauthorized'}, status=401)
         try:
             events = events_of(json.loads(await request.text()))
@@ -102,9 +129,14 @@ def make_app(queue, token=''):
 
 
 async def main(queue, args):
-    host = args.get('host', '0.0.0.0')
+    host = args.get('host', '127.0.0.1')
     port = int(args.get('port', 5001))
-    runner = web.AppRunner(make_app(queue, str(args.get('token') or '')))
+    token = str(args.get('token') or '')
+    problem = open_listener_problem(host, token, str(args.get('allow_open', False)).lower() in ('true', '1', 'yes'))
+    if problem:
+        LOGGER.error(problem)
+        raise ValueError(problem)
+    runner = web.AppRunner(make_app(queue, token))
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -55,8 +55,7 @@ EXPRESSION_KEYS = frozenset(('when', 'changed_when', 'failed_when', 'until'))
 # (set_fact, add_host, set_stats take any key), or only when given a dict.
 ANY_KEYS = frozenset(('set_fact', 'add_host', 'group_by', 'set_stats'))
 FREE_FORM = frozenset(('command', 'shell', 'raw', 'script', 'meta', 'include_tasks', 'import_tasks',
-                       'include_vars', 'import_role', 'include_role', 'import_playbook', 'win_command',
-                       'win_shell', 'debug', 'fail', 'pause', 'wait_for_connection'))
+                       'include_vars', 'import_playbook'))
 # Keys Ansible itself adds to a free-form module's arguments.
 IMPLICIT = frozenset(('_raw_params', '_uses_shell', '_variable_params'))
 
@@ -485,7 +484,7 @@ MISSPELLED = '''
       ansible.builtin.copy:
         src: a
         dset: b
-    - name: Module free-form
+    - name: Options as key=value, correct
       ansible.builtin.debug: msg=hello
     - name: Options as key=value
       ansible.builtin.file: path=/tmp/x state=absnt mdoe=0644

@@ -243,7 +243,7 @@ def _task_module(task):
     if isinstance(action, dict) and 'module' in action:
         return action['module'], {k: v for k, v in action.items() if k != 'module'}
     if isinstance(action, str) and action.strip():
-        module, _, rest = action.strip().partition(' ')
+        module, rest = (action.strip().split(None, 1) + [''])[:2]
         return module, rest
     return None, None
 
@@ -554,6 +554,21 @@ def test_module_defaults_are_checked():
     assert check_argument_names(plays, 'p.yml') == [
         'p.yml: task "(play on all)" (module_defaults): llmops.serving.wait_for_llm_health has no option tiemout '
         '(did you mean timeout?)']
+
+
+def test_the_action_keyword_is_read():
+    tasks = yaml.safe_load('''
+- name: String form
+  action: ansible.builtin.file path=/x stat=absent
+- name: Dict form
+  local_action:
+    module: llmops.serving.wait_for_llm_health
+    url: x
+    intreval: 1
+''')
+    assert check_argument_names(tasks, 'a.yml') == [
+        'a.yml: task "String form": ansible.builtin.file has no option stat (did you mean state?)',
+        'a.yml: task "Dict form": llmops.serving.wait_for_llm_health has no option intreval (did you mean interval?)']
 
 
 def test_an_undeclared_role_variable_fails(tmp_path):

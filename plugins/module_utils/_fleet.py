@@ -40,14 +40,39 @@ def declared_names(root):
     return names
 
 
+def _holds_words(candidate, words):
+    """Whether the '_'-separated words of ``candidate`` include all of ``words``, in order."""
+    it = iter(candidate.split('_'))
+    return all(word in it for word in words)
+
+
+def suggestion(name, declared):
+    """The declared name that ``name`` most likely meant, or None.
+
+    A declared name whose '_'-separated words include every word typed, in order, comes first
+    (a typed ``*_server_draft_model_path`` means ``*_server_speculative_draft_model_path``, not the
+    closer-spelled ``*_server_model_path``; this module's own text must not name undeclared
+    variables, ``declared_names`` reads it): the one with the fewest words added,
+    then the closest spelled, then the first by name. Otherwise the closest spelled name, as
+    difflib finds it, if one is close enough."""
+    words = [word for word in name.split('_') if word]
+    holding = [candidate for candidate in declared if candidate != name and _holds_words(candidate, words)]
+    if holding:
+        return min(holding, key=lambda candidate: (len(candidate.split('_')),
+                                                   -difflib.SequenceMatcher(None, name, candidate).ratio(),
+                                                   candidate))
+    close = difflib.get_close_matches(name, sorted(declared), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def unknown_names(names, declared):
-    """[(name, closest declared name or None)] for the owned names that nothing declares."""
+    """[(name, the declared name it likely meant or None)] for the owned names that nothing declares
+    (see ``suggestion``)."""
     out = []
     for name in sorted(names):
         if not name.startswith(OWNED_PREFIXES) or name in declared:
             continue
-        close = difflib.get_close_matches(name, sorted(declared), n=1, cutoff=0.75)
-        out.append((name, close[0] if close else None))
+        out.append((name, suggestion(name, declared)))
     return out
 
 

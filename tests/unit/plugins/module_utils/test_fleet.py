@@ -93,11 +93,32 @@ def test_undeclared_names_are_found_with_the_closest_declared_one():
             'sglang_server_plan'} <= declared
     found = _fleet.unknown_names(['sglang_server_draft_model_path', 'sglang_server_tp_size', 'llmops_seriall',
                                   'ansible_host', 'llmops_something_else_entirely'], declared)
-    assert dict(found)['sglang_server_draft_model_path'] in (
-        'sglang_server_speculative_draft_model_path', 'sglang_server_model_path')
+    assert dict(found)['sglang_server_draft_model_path'] == 'sglang_server_speculative_draft_model_path'
     assert dict(found)['llmops_seriall'] == 'llmops_serial'
     assert dict(found)['llmops_something_else_entirely'] is None
     assert 'sglang_server_tp_size' not in dict(found) and 'ansible_host' not in dict(found)
+
+
+def test_the_suggestion_is_the_declared_name_that_holds_every_word_typed():
+    # the typo that turns speculation off: difflib alone prefers sglang_server_model_path
+    declared = {'sglang_server_model_path', 'sglang_server_speculative_draft_model_path',
+                'sglang_server_speculative_algorithm'}
+    assert _fleet.suggestion('sglang_server_draft_model_path', declared) == 'sglang_server_speculative_draft_model_path'
+    assert _fleet.unknown_names(['sglang_server_draft_model_path'], declared) == [
+        ('sglang_server_draft_model_path', 'sglang_server_speculative_draft_model_path')]
+    # the words must come in the order typed
+    assert _fleet._holds_words('sglang_server_speculative_draft_model_path', ['sglang', 'server', 'draft', 'model'])
+    assert not _fleet._holds_words('sglang_server_speculative_draft_model_path', ['sglang', 'server', 'model', 'draft'])
+    # of several names that hold every word, the one with the fewest words added
+    assert _fleet.suggestion('sglang_server_model', declared) == 'sglang_server_model_path'
+
+
+def test_without_a_declared_name_holding_every_word_the_closest_spelled_one_is_named():
+    declared = {'llmops_serial', 'sglang_server_model_path', 'sglang_server_speculative_draft_model_path'}
+    # 'seriall' is in no declared name: closeness decides
+    assert _fleet.suggestion('llmops_seriall', declared) == 'llmops_serial'
+    assert _fleet.suggestion('sglang_server_model_pth', declared) == 'sglang_server_model_path'
+    assert _fleet.suggestion('llmops_something_else_entirely', declared) is None
 
 
 def test_hosts_of_a_group_serving_without_its_drafter_are_flagged():

@@ -245,7 +245,7 @@ summary:
 import os
 import re
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils._null_unset import NullIsUnsetModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import _stage
 
@@ -286,7 +286,7 @@ def get_manifest(module, result):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = NullIsUnsetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if not re.match(r'^[A-Za-z0-9._-]+$', params['name']):
         module.fail_json(msg='name %r: use letters, digits, ".", "_" and "-"' % params['name'])

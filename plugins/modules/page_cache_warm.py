@@ -114,7 +114,7 @@ summary:
   sample: "page cache warm-up: 21280000000 bytes in 64 files, 20.9 s (bound 1200000000000 bytes, skipped 0 bytes)"
 '''
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils._null_unset import NullIsUnsetModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import _stage
 
@@ -128,7 +128,7 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = NullIsUnsetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if not 0 < params['memory_fraction'] <= 1:
         module.fail_json(msg='memory_fraction must be above 0 and at most 1, not %s' % params['memory_fraction'])

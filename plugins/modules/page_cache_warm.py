@@ -21,9 +21,24 @@ description:
     so warming never pushes the running server's memory out.
   - Run it while the server is being drained, before it stops, so that the reading overlaps the drain instead of
     adding to the restart. Page cache is not changed state, so the task never reports a change.
+  - Long work shows its progress. While the module reads (O(method=read)), the action plugin of the same name
+    prints every O(progress_interval) seconds one line per host with the bytes read, the rate and the time left.
+    The reading then runs in a process of its own on the host, watched by the module, which the action plugin
+    calls again for each line. With C(async) (the C(model_stage) role's C(warm_begin)) the module runs as one job
+    and prints nothing.
+  - An option given as V(null) is not given (its default applies).
 extends_documentation_fragment:
   - llmops.serving.attributes
   - llmops.serving.attributes.info_module
+attributes:
+  action:
+    support: full
+    description: An action plugin of the same name runs the module and prints its progress.
+    details: Progress lines are printed between runs of the module while it reads.
+  async:
+    support: full
+    description: Supports being used with the C(async) keyword.
+    details: With C(async) the module runs as one job and prints no progress.
 options:
   paths:
     description: Files or directories to read; directories are walked (symbolic links followed), each file read once.
@@ -48,6 +63,13 @@ options:
     type: list
     elements: str
     default: ['.git', '__pycache__', '*.pyc']
+  progress_interval:
+    description:
+      - Seconds between two progress lines while the module reads (the action plugin prints them).
+      - V(0) reads in one module run and prints nothing.
+    type: float
+    default: 10
+    version_added: 1.1.0
 seealso:
   - module: llmops.serving.model_stage
 '''
@@ -114,8 +136,7 @@ summary:
   sample: "page cache warm-up: 21280000000 bytes in 64 files, 20.9 s (bound 1200000000000 bytes, skipped 0 bytes)"
 '''
 
-from ansible_collections.llmops.serving.plugins.module_utils._null_unset import NullIsUnsetModule
-
+from ansible_collections.llmops.serving.plugins.module_utils import _progress
 from ansible_collections.llmops.serving.plugins.module_utils import _stage
 
 ARGUMENT_SPEC = dict(
@@ -124,11 +145,15 @@ ARGUMENT_SPEC = dict(
     memory_fraction=dict(type='float', default=0.8),
     max_bytes=dict(type='int', default=0),
     exclude=dict(type='list', elements='str', default=['.git', '__pycache__', '*.pyc']),
+    progress_interval=dict(type='float', default=10.0),
 )
 
 
 def main():
-    module = NullIsUnsetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = _progress.ProgressModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    job = _progress.Job(module, module.job_request)
+    if job.polling:
+        job.answer_poll()
     params = module.params
     if not 0 < params['memory_fraction'] <= 1:
         module.fail_json(msg='memory_fraction must be above 0 and at most 1, not %s' % params['memory_fraction'])
@@ -141,17 +166,19 @@ def main():
             result = dict(files=0, bytes=0, seconds=0.0, skipped_files=0, skipped_bytes=0)
             _stage.warm_files(params['paths'], params['exclude'])
         else:
-            result = _stage.warm(params['paths'], budget, method=params['method'], exclude=params['exclude'])
+            result = _stage.warm(params['paths'], budget, method=params['method'], exclude=params['exclude'],
+                                 before=lambda total: job.background('read into the page cache', total) if total else None,
+                                 progress=job)
     except _stage.StageError as exc:
-        module.fail_json(msg=str(exc))
+        job.fail(str(exc))
     except OSError as exc:
-        module.fail_json(msg='%s: %s' % (getattr(exc, 'filename', '') or 'page cache', exc.strerror or exc))
+        job.fail('%s: %s' % (getattr(exc, 'filename', '') or 'page cache', exc.strerror or exc))
     if result['skipped_files']:
         module.warn('%d files (%d bytes) were not read: they did not fit in %d bytes (%s of MemAvailable %d)'
                     % (result['skipped_files'], result['skipped_bytes'], budget, params['memory_fraction'], available))
     result['bytes_per_second'] = int(result['bytes'] / result['seconds']) if result['seconds'] > 0 else None
     result.update(budget_bytes=budget, mem_available=available)
-    module.exit_json(changed=False, summary=_stage.warm_summary(result), **result)
+    job.exit(changed=False, summary=_stage.warm_summary(result), **result)
 
 
 if __name__ == '__main__':

@@ -11,6 +11,8 @@ Modelled on ansible.windows.win_updates (a module called repeatedly, progress th
 
 from __future__ import annotations
 
+import time
+
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -56,10 +58,14 @@ class ProgressAction(ActionBase):
         try:
             module_args[PARAMETER] = {'interval': interval} if interval > 0 else {}
             module_result = self._execute_module(module_name=self.MODULE, module_args=module_args, task_vars=task_vars)
+            overhead = 0.0  # of one module run (the connection, the interpreter): a line every interval in all
             while module_result.get('progress_job') and not module_result.get('failed'):
-                module_args[PARAMETER] = {'status_file': module_result['progress_job'], 'wait': interval}
+                wait = max(interval - overhead, min(interval, 0.2))
+                module_args[PARAMETER] = {'status_file': module_result['progress_job'], 'wait': wait}
+                started = time.monotonic()
                 module_result = self._execute_module(module_name=self.MODULE, module_args=module_args,
                                                      task_vars=task_vars)
+                overhead = max(time.monotonic() - started - wait, 0.0)
                 if module_result.get('progress_job') and module_result.get('progress'):
                     display.display(progress_line(host, module_result['progress']))
         finally:

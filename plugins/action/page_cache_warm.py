@@ -15,3 +15,4 @@ from ansible_collections.llmops.serving.plugins.plugin_utils._progress_action im
 class ActionModule(ProgressAction):
     MODULE = 'llmops.serving.page_cache_warm'
     ARGUMENT_SPEC = ARGUMENT_SPEC
+    WHAT = 'the page cache warm-up'

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
 import time
 
@@ -170,8 +171,19 @@ class Job(object):
         return bool(self.request.get('status_file'))
 
     def answer_poll(self):
-        """Exit the module with the worker's progress or its final result."""
+        """Exit the module with the worker's progress or its final result (``cancel``: stop the worker, and fail
+        with ``cancel`` as the message)."""
         path = self.request['status_file']
+        if self.request.get('cancel'):
+            status = read_status(path) or {}
+            if status.get('pid') and not status.get('finished'):
+                try:
+                    os.kill(status['pid'], signal.SIGTERM)
+                except OSError:
+                    pass
+            if os.path.exists(path):
+                os.unlink(path)
+            self.module.fail_json(msg=self.request['cancel'])
         finished, value = poll(path, float(self.request.get('wait') or 0))
         if not finished:
             self.module.exit_json(changed=False, progress_job=path, progress=value)
@@ -182,11 +194,12 @@ class Job(object):
         result = value['result']
         self.module.exit_json(**result)
 
-    def background(self, what, total):
-        """Go on with ``what`` (``total`` bytes) in a detached worker where the action plugin watches it: the
-        module exits with ``progress_job`` here and the worker returns from this call. Else (or already in the
-        worker) a new phase of the progress."""
-        if self.worker or not self.request.get('interval'):
+    def background(self, what, total, detach=False):
+        """Go on with ``what`` (``total`` bytes) in a detached worker where the action plugin watches it (or
+        ``detach``: the action plugin returns at once, and a later task waits for it): the module exits with
+        ``progress_job`` here and the worker returns from this call. Else (or already in the worker) a new phase of
+        the progress."""
+        if self.worker or not (self.request.get('interval') or (detach and self.request)):
             self.progress.phase(what, total)
             return
         fd, path = tempfile.mkstemp(prefix='.llmops-progress-', suffix='.json')

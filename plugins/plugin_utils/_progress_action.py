@@ -32,6 +32,7 @@ class ProgressAction(ActionBase):
     _supports_async = True
     MODULE = None
     ARGUMENT_SPEC = None
+    WHAT = 'the work'  # as a timeout names it
 
     def host_label(self, task_vars):
         host = task_vars.get('inventory_hostname', '?')
@@ -54,19 +55,41 @@ class ProgressAction(ActionBase):
             return result
         interval = args.get('progress_interval')
         interval = DEFAULT_INTERVAL if interval is None else interval
+        timeout = args.get('timeout')
         host = self.host_label(task_vars)
         try:
-            module_args[PARAMETER] = {'interval': interval} if interval > 0 else {}
-            module_result = self._execute_module(module_name=self.MODULE, module_args=module_args, task_vars=task_vars)
+            if args.get('job'):
+                # wait for the work an earlier task started with wait=false
+                module_result = {'progress_job': args['job']}
+            else:
+                module_args[PARAMETER] = {'interval': interval} if interval > 0 else {}
+                if args.get('wait') is False:
+                    module_args[PARAMETER]['detach'] = True
+                module_result = self._execute_module(module_name=self.MODULE, module_args=module_args,
+                                                     task_vars=task_vars)
+                if args.get('wait') is False and module_result.get('progress_job'):
+                    module_result['job'] = module_result['progress_job']
+                    module_result.pop('progress', None)
+                    module_result.pop('progress_job')
+            start = time.monotonic()
             overhead = 0.0  # of one module run (the connection, the interpreter): a line every interval in all
             while module_result.get('progress_job') and not module_result.get('failed'):
-                wait = max(interval - overhead, min(interval, 0.2))
-                module_args[PARAMETER] = {'status_file': module_result['progress_job'], 'wait': wait}
+                job = module_result['progress_job']
+                wait = max(interval - overhead, min(interval, 0.2)) if interval > 0 else 1.0
+                if timeout is not None:
+                    wait = max(min(wait, timeout - (time.monotonic() - start)), 0.0)
+                module_args[PARAMETER] = {'status_file': job, 'wait': wait}
                 started = time.monotonic()
                 module_result = self._execute_module(module_name=self.MODULE, module_args=module_args,
                                                      task_vars=task_vars)
                 overhead = max(time.monotonic() - started - wait, 0.0)
-                if module_result.get('progress_job') and module_result.get('progress'):
+                if module_result.get('progress_job') and timeout is not None and time.monotonic() - start >= timeout:
+                    module_args[PARAMETER] = {'status_file': job, 'cancel': '%s was not done after %g s (timeout); '
+                                              'stopped' % (self.WHAT, timeout)}
+                    module_result = self._execute_module(module_name=self.MODULE, module_args=module_args,
+                                                         task_vars=task_vars)
+                    break
+                if module_result.get('progress_job') and module_result.get('progress') and interval > 0:
                     display.display(progress_line(host, module_result['progress']))
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)

@@ -30,6 +30,7 @@ from ansible_collections.llmops.serving.plugins.module_utils._null_unset import 
 
 PARAMETER = '_progress'
 WRITE_EVERY = 0.5  # seconds between two writes of the status file
+START_TIMEOUT = 60.0  # seconds a worker may take to write its process id
 UNITS = (('GiB', 1024 ** 3), ('MiB', 1024 ** 2), ('KiB', 1024))
 
 
@@ -112,6 +113,9 @@ def poll(path, wait, clock=time.monotonic, sleep=time.sleep, now=time.time):
             os.unlink(path)
             return True, status
         pid = status.get('pid')
+        if not pid and now() - float(status.get('started') or 0) > START_TIMEOUT:
+            os.unlink(path)
+            return True, {'failed': True, 'msg': 'the background work never started (%s)' % path}
         if pid and not _alive(pid):
             status = read_status(path) or {}
             if not status.get('finished'):
@@ -205,6 +209,7 @@ class Job(object):
         fd, path = tempfile.mkstemp(prefix='.llmops-progress-', suffix='.json')
         os.close(fd)
         progress = Progress(path)
+        progress.status['pid'] = None  # the worker's, once it runs
         progress.phase(what, total)
         pid = os.fork()
         if pid:

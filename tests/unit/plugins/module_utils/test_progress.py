@@ -84,3 +84,12 @@ def test_poll_of_a_status_file_that_is_gone(tmp_path):
 
 def test_null_is_unset():
     assert without_nulls({'a': None, 'b': 0, 'c': '', '_ansible_x': None}) == {'b': 0, 'c': '', '_ansible_x': None}
+
+
+def test_poll_waits_for_a_worker_to_start_then_gives_up(tmp_path):
+    path = str(tmp_path / 'status.json')
+    _progress.write_status(path, {'pid': None, 'what': 'staged', 'done': 0, 'total': 10, 'started': 100.0})
+    finished, value = _progress.poll(path, 0, now=lambda: 110.0)
+    assert not finished and value['done'] == 0
+    finished, value = _progress.poll(path, 0, now=lambda: 100.0 + _progress.START_TIMEOUT + 1)
+    assert finished and value['failed'] and 'never started' in value['msg'] and not os.path.exists(path)

@@ -37,6 +37,7 @@ print(json.dumps(out))
 
 PIN = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*==[^=<>!~*,; ]+$')
 
+
 def unpinned_message(packages):
     """The refusal of the entries of ``sglang_install_packages`` that are not ``name==version``, else None."""
     unpinned = [package for package in packages if not PIN.match(package)]

@@ -37,12 +37,6 @@ print(json.dumps(out))
 
 PIN = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*==[^=<>!~*,; ]+$')
 
-# The role's options the action plugin reads (the variables of the host, as the task sees them).
-OPTIONS = ('sglang_install_engine', 'sglang_install_package', 'sglang_install_version', 'sglang_install_packages',
-           'sglang_install_venv', 'sglang_install_root', 'sglang_install_check_driver', 'sglang_install_nvidia_smi_path',
-           'sglang_install_wheelhouse', 'sglang_install_wheelhouse_on_host', 'sglang_install_wheelhouse_dest',
-           'sglang_install_pip_extra_args', 'sglang_install_python')
-
 
 def unpinned_message(packages):
     """The refusal of the entries of ``sglang_install_packages`` that are not ``name==version``, else None."""
@@ -99,17 +93,6 @@ def refusal_message(venv, missing, host, venvs):
             "another virtualenv (a new sglang_install_version or sglang_install_packages names a new one; or set "
             "sglang_install_venv), deploy the servers onto it, then install again; nothing was installed"
             % (venv, ', '.join(missing), host, ' and '.join(users)))
-
-
-def module_args(venv, requirements, python, pip_extra_args, engine, root, keep, state_dirs):
-    """The arguments of the modules the role runs after the plan: ``pip`` (ansible.builtin.pip, the install),
-    ``verify`` (llmops.serving.venv_requirements, after it) and ``prune`` (llmops.serving.release_venvs)."""
-    pip = {'name': requirements, 'virtualenv': venv, 'virtualenv_command': '%s -m venv' % python}
-    if pip_extra_args:
-        pip['extra_args'] = pip_extra_args
-    return {'pip': pip,
-            'verify': {'venv': venv, 'requirements': requirements, 'import_module': engine, 'fail_unsatisfied': True},
-            'prune': {'root': root, 'keep': keep, 'state_dirs': state_dirs, 'prune': True}}
 
 
 def would_install_message(missing, venv, had, wheelhouse):

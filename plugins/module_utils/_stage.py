@@ -60,7 +60,7 @@ def jit_cache_env(cache_dir):
     return dict((name, '%s/%s' % (cache_dir, sub)) for name, sub in sorted(JIT_CACHE_ENV.items()))
 
 
-def file_sha256(path, chunk=CHUNK):
+def file_sha256(path, chunk=CHUNK, progress=None):
     digest = hashlib.sha256()
     with open(path, 'rb') as handle:
         _advise(handle.fileno(), 'SEQUENTIAL')
@@ -69,6 +69,8 @@ def file_sha256(path, chunk=CHUNK):
             if not block:
                 break
             digest.update(block)
+            if progress is not None:
+                progress.add(len(block))
     return digest.hexdigest()
 
 
@@ -118,15 +120,21 @@ def fingerprint(files):
     return hashlib.sha256(canonical.encode('utf-8')).hexdigest()[:FINGERPRINT_CHARS]
 
 
-def build_manifest(source, exclude=()):
+def build_manifest(source, exclude=(), before=None, progress=None):
     """Hash every file of ``source`` once: ``{format, source, exclude, fingerprint, bytes, files: [{path,
     size, mtime_ns, sha256}]}`` (``exclude``, the patterns it was built with, is not part of the
-    fingerprint)."""
+    fingerprint). ``before(total bytes)`` is called before the first byte is read; ``progress.add(n)``
+    counts the bytes hashed."""
     files = []
+    found = []
     for rel in list_files(source, exclude):
         full = os.path.join(source, rel)
-        st = os.stat(full)
-        files.append({'path': rel, 'size': st.st_size, 'mtime_ns': st.st_mtime_ns, 'sha256': file_sha256(full)})
+        found.append((rel, full, os.stat(full)))
+    if before is not None:
+        before(sum(st.st_size for rel, full, st in found))
+    for rel, full, st in found:
+        files.append({'path': rel, 'size': st.st_size, 'mtime_ns': st.st_mtime_ns,
+                      'sha256': file_sha256(full, progress=progress)})
     if not files:
         raise StageError('%s has no files to stage' % source)
     return _manifest(source, files, exclude)
@@ -228,17 +236,19 @@ def _fsync_dir(directory):
         os.close(fd)
 
 
-def load_or_build(source, cache_path, refresh=False, exclude=(), write=True, fallback_path=None):
+def load_or_build(source, cache_path, refresh=False, exclude=(), write=True, fallback_path=None, before=None,
+                  progress=None):
     """The cached manifest of ``source`` (built and cached when there is none or ``refresh``).
     ``fallback_path`` is read too, and written where ``cache_path`` cannot be (a share that says it is
-    writable and refuses root, for example). Returns ``(manifest, built, path it is cached in or None)``."""
+    writable and refuses root, for example). ``before`` and ``progress`` go to build_manifest(). Returns
+    ``(manifest, built, path it is cached in or None)``."""
     paths = [cache_path] + ([fallback_path] if fallback_path and fallback_path != cache_path else [])
     if not refresh:
         for path in paths:
             cached = read_cached(path)
             if cached is not None and os.path.realpath(cached.get('source', '')) == os.path.realpath(source):
                 return cached, False, path
-    manifest = build_manifest(source, exclude)
+    manifest = build_manifest(source, exclude, before, progress)
     if not write:
         return manifest, True, None
     last = None
@@ -318,7 +328,7 @@ class Throttle(object):
             self.sleep(ahead)
 
 
-def copy_verified(src, dst, entry, throttle, chunk=CHUNK):
+def copy_verified(src, dst, entry, throttle, chunk=CHUNK, progress=None):
     """Copy ``src`` to ``dst`` through ``dst.part``, hashing what is read; the file gets its name only when
     its SHA-256 and size match ``entry``, after fsync. Raises StageError naming the file otherwise."""
     part = dst + '.part'
@@ -337,6 +347,8 @@ def copy_verified(src, dst, entry, throttle, chunk=CHUNK):
                 digest.update(block)
                 writer.write(block)
                 size += len(block)
+                if progress is not None:
+                    progress.add(len(block))
                 throttle.account(len(block))
             writer.flush()
             os.fsync(writer.fileno())
@@ -386,13 +398,15 @@ class DirLock(object):
 
 
 def stage(source, dest_root, name, manifest, bwlimit=0, reserve_bytes=0, check_mode=False,
-          lock_timeout=None, chunk=CHUNK, progress=None):
+          lock_timeout=None, chunk=CHUNK, progress=None, before=None, meter=None):
     """Make ``dest_root/<name>-<fingerprint>`` a complete copy of ``source`` as ``manifest`` describes it.
 
     Returns a dict: path, changed, state_before (absent, partial, complete, modified: complete once and changed
     on the host since, listed in ``modified`` and left alone), files_copied,
     bytes_copied, seconds, bytes_per_second, free_bytes. Refuses (StageError) before writing anything
-    when the source disagrees with the manifest or the disk has too little space."""
+    when the source disagrees with the manifest or the disk has too little space. ``before(bytes to copy)`` is
+    called once the checks passed, before anything is written; ``meter.add(n)`` counts the bytes copied;
+    ``progress(entry, result)`` is called after each file."""
     validate_manifest(manifest)
     dest = os.path.join(dest_root, staged_name(name, manifest))
     partial = os.path.join(dest_root, PARTIAL_PREFIX + staged_name(name, manifest))
@@ -431,6 +445,8 @@ def stage(source, dest_root, name, manifest, bwlimit=0, reserve_bytes=0, check_m
         result['files_copied'] = len(pending)
         result['bytes_copied'] = needed
         return result
+    if before is not None:
+        before(needed)
     if not os.path.isdir(dest_root):
         os.makedirs(dest_root, 0o755)
     started = time.monotonic()
@@ -443,9 +459,12 @@ def stage(source, dest_root, name, manifest, bwlimit=0, reserve_bytes=0, check_m
             os.makedirs(partial, 0o755)
         _remove_part_files(partial)
         throttle = Throttle(bwlimit)
+        if bwlimit:  # blocks of at most an eighth of a second's worth: a smooth rate, and progress to show
+            chunk = min(chunk, max(64 * 1024, bwlimit // 8))
         for entry in pending_files(partial, manifest):
             result['bytes_copied'] += copy_verified(os.path.join(source, entry['path']),
-                                                    os.path.join(partial, entry['path']), entry, throttle, chunk)
+                                                    os.path.join(partial, entry['path']), entry, throttle, chunk,
+                                                    meter)
             result['files_copied'] += 1
             if progress is not None:
                 progress(entry, result)
@@ -562,25 +581,42 @@ def warm_files(paths, exclude=()):
     return out
 
 
-def warm(paths, budget, method='read', exclude=(), chunk=CHUNK):
-    """Read the files under ``paths`` into the page cache, at most ``budget`` bytes: a file that would go
-    over it is skipped (and so is every later one that does not fit). ``method`` ``read`` asks the kernel
-    to read ahead (``posix_fadvise(WILLNEED)``) and then reads the file sequentially (done when it
-    returns); ``willneed`` only asks (returns at once, the kernel reads in the background).
-    Returns ``{files, bytes, seconds, skipped_files, skipped_bytes}``."""
-    started = time.monotonic()
-    result = {'files': 0, 'bytes': 0, 'skipped_files': 0, 'skipped_bytes': 0}
-    buf = bytearray(chunk)
-    view = memoryview(buf)
+def warm_plan(paths, budget, exclude=()):
+    """The files of ``paths`` to read within ``budget`` bytes, in order, as ``[(path, size)]``, and the result
+    counters of those left out: a file that would go over the budget is skipped (and so is every later one
+    that does not fit)."""
+    plan = []
+    taken = 0
+    skipped = {'skipped_files': 0, 'skipped_bytes': 0}
     for full in warm_files(paths, exclude):
         try:
             size = os.path.getsize(full)
         except OSError:
             continue
-        if result['bytes'] + size > budget:
-            result['skipped_files'] += 1
-            result['skipped_bytes'] += size
+        if taken + size > budget:
+            skipped['skipped_files'] += 1
+            skipped['skipped_bytes'] += size
             continue
+        taken += size
+        plan.append((full, size))
+    return plan, skipped
+
+
+def warm(paths, budget, method='read', exclude=(), chunk=CHUNK, before=None, progress=None):
+    """Read the files under ``paths`` into the page cache, at most ``budget`` bytes: a file that would go
+    over it is skipped (and so is every later one that does not fit). ``method`` ``read`` asks the kernel
+    to read ahead (``posix_fadvise(WILLNEED)``) and then reads the file sequentially (done when it
+    returns); ``willneed`` only asks (returns at once, the kernel reads in the background).
+    Returns ``{files, bytes, seconds, skipped_files, skipped_bytes}``."""
+    plan, skipped = warm_plan(paths, budget, exclude)
+    if before is not None and method == 'read':
+        before(sum(size for full, size in plan))
+    started = time.monotonic()
+    result = {'files': 0, 'bytes': 0}
+    result.update(skipped)
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    for full, size in plan:
         try:
             fd = os.open(full, os.O_RDONLY)
         except OSError:
@@ -590,32 +626,18 @@ def warm(paths, budget, method='read', exclude=(), chunk=CHUNK):
             if method == 'read':
                 _advise(fd, 'SEQUENTIAL')
                 with os.fdopen(os.dup(fd), 'rb', buffering=0) as handle:
-                    while handle.readinto(view):
-                        pass
+                    while True:
+                        count = handle.readinto(view)
+                        if not count:
+                            break
+                        if progress is not None:
+                            progress.add(count)
         finally:
             os.close(fd)
         result['files'] += 1
         result['bytes'] += size
     result['seconds'] = round(time.monotonic() - started, 3)
     return result
-
-
-def stage_args(item, manifest=None, **args):
-    """model_stage's arguments for one checkpoint of the role's list (``name``, ``source``, ``exclude``):
-    its name and source, then ``manifest`` where given (a copy), else its ``exclude`` where it has one
-    (reading the source); ``args`` last."""
-    out = {'name': item['name'], 'source': item['source']}
-    if manifest is not None:
-        out['manifest'] = manifest
-    elif item.get('exclude') is not None:
-        out['exclude'] = item['exclude']
-    out.update(args)
-    return out
-
-
-def staged_paths(results):
-    """Name -> staged directory, from the results of a model_stage loop over the role's list."""
-    return dict((result['item']['name'], result['path']) for result in results)
 
 
 def stage_summary(name, result):

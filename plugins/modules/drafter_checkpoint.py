@@ -387,7 +387,7 @@ import os
 import re
 import stat
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils._null_unset import NullIsUnsetModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import _eagle3
 from ansible_collections.llmops.serving.plugins.module_utils import _safetensors
@@ -862,7 +862,7 @@ def summary_line(path, result):
 
 
 def main():
-    module = AnsibleModule(
+    module = NullIsUnsetModule(
         argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )

@@ -27,6 +27,7 @@ description:
   - On failure the message names every blocking process with its PID, GPU, memory,
     command line and the reason it was not reclaimed.
   - To list the GPUs and their processes without checking anything, use M(llmops.serving.gpu_info).
+  - An option given as V(null) is not given (its default applies).
 author:
   - llmops.serving contributors (@llmops)
 requirements:
@@ -116,6 +117,24 @@ options:
     description: The C(nvidia-smi) executable, a name looked up in E(PATH) or a path.
     type: str
     default: nvidia-smi
+  required_gpus:
+    description:
+      - GPUs (indices or UUIDs) that the host must list, whatever O(gpus) selects; the module fails, naming the
+        missing ones and O(required_by), before any other check. RV(listing) says what was found.
+      - Not checked when omitted.
+    type: list
+    elements: str
+    version_added: 1.1.0
+  required_by:
+    description: Who needs O(required_gpus), as the failure message names it.
+    type: str
+    default: the server
+    version_added: 1.1.0
+  host_name:
+    description: The host's name as the failure message of O(required_gpus) names it (the inventory name); the
+      host's node name when omitted.
+    type: str
+    version_added: 1.1.0
 notes:
   - Uses C(nvidia-smi --query-gpu=index,uuid,name,memory.total,memory.used,memory.free
     --format=csv,noheader,nounits) and C(--query-compute-apps=pid,process_name,used_memory,gpu_uuid).
@@ -321,11 +340,20 @@ summary:
   sample:
     - 'GPU  used MiB  free MiB  state    processes'
     - '  0     41579    101578  BLOCKED  444 root 41570 MiB "python3 train.py" (not matched by any reclaim pattern)'
+listing:
+  description:
+    - Whether the host lists every GPU of O(required_gpus) (C(ok)), those it misses (C(missing)), the number of
+      GPUs it lists (C(count)) and the message, the refusal or what was found (C(msg)).
+  returned: when O(required_gpus) is given and nvidia-smi answered
+  type: dict
+  sample: {ok: true, missing: [], count: 8, msg: '4 GPU(s) 0, 1, 2, 3 of 8 on gpu-node-1'}
+  version_added: 1.1.0
 error:
   description:
     - Why the GPUs could not be checked at all - C(missing) (no nvidia-smi), C(no_devices),
       C(driver) (NVML/driver error), C(failed), C(timeout), C(unparsable) (nvidia-smi output),
-      C(count) (not O(expected_count) GPUs), C(selection) (O(gpus) names an unknown GPU).
+      C(count) (not O(expected_count) GPUs), C(selection) (O(gpus) names an unknown GPU), C(listing) (the host
+      does not list every GPU of O(required_gpus)).
   returned: on those failures
   type: str
   sample: no_devices
@@ -336,9 +364,10 @@ elapsed:
   sample: 0.05
 """
 
+import os
 import time
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils._null_unset import NullIsUnsetModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import _nvidia_smi as smi
 from ansible_collections.llmops.serving.plugins.module_utils import _procs as procs
@@ -358,6 +387,9 @@ ARGUMENT_SPEC = dict(
     wait_timeout=dict(type='float', default=30.0),
     poll_interval=dict(type='float', default=0.5),
     nvidia_smi_path=dict(type='str', default='nvidia-smi'),
+    required_gpus=dict(type='list', elements='str'),
+    required_by=dict(type='str', default='the server'),
+    host_name=dict(type='str'),
 )
 
 
@@ -383,6 +415,8 @@ class GpuMemory:
         self.would_reclaim = []
         self.handled = {}  # (pid, starttime) -> entry in self.reclaimed
         self.rounds = 0
+        self.listing = None
+        self.host = params.get('host_name') or os.uname()[1]
 
     def describe(self, app, infos):
         pid = app['pid']
@@ -394,6 +428,10 @@ class GpuMemory:
 
     def query(self):
         gpus, apps = smi.snapshot(self.params['nvidia_smi_path'], self.runner)
+        if self.params.get('required_gpus') is not None:
+            self.listing = smi.listing_check(gpus, self.params['required_gpus'], self.params['required_by'], self.host)
+            if not self.listing['ok']:
+                raise GpuMemoryError('listing', self.listing['msg'])
         count = self.params['expected_count']
         if count is not None and len(gpus) != count:
             raise GpuMemoryError('count', 'expected %d GPUs, nvidia-smi lists %d (indices %s)'
@@ -502,6 +540,7 @@ class GpuMemory:
                 'would stop pid %d on GPU %s (check mode) "%s"' % (w['pid'], w['gpu'], w['cmdline']) for w in self.would_reclaim],
             elapsed=round(elapsed, 2),
             msg=None if ready else failure_message(selected, problems, blocking, elapsed),
+            **({} if self.listing is None else {'listing': self.listing})
         )
 
 
@@ -542,7 +581,7 @@ def failure_message(selected, problems, blocking, elapsed):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = NullIsUnsetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     for key in ('grace_period', 'wait_timeout'):
         if p[key] < 0:
@@ -559,7 +598,8 @@ def main():
     try:
         result = checker.run()
     except (smi.NvidiaSmiError, GpuMemoryError) as exc:
-        module.fail_json(msg=str(exc), error=exc.kind, ready=False,
+        extra = {} if checker.listing is None else {'listing': checker.listing}
+        module.fail_json(msg=str(exc), error=exc.kind, ready=False, **extra,
                          changed=any(r['signals'] for r in checker.reclaimed), reclaimed=checker.reclaimed,
                          elapsed=round(time.monotonic() - start, 2))
     if result['ready']:

@@ -118,7 +118,7 @@ summary:
 import os
 import shutil
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils._null_unset import NullIsUnsetModule
 from ansible_collections.llmops.serving.plugins.module_utils._releases import DEFAULT_ROOT, prune_summary, survey
 
 ARGUMENT_SPEC = dict(
@@ -131,7 +131,7 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = NullIsUnsetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     root = os.path.normpath(params['root'])
     try:

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: sglang_install_plan
-short_description: Decide what the sglang_install role installs on a host, from the role's options
+short_description: Decide what the sglang_install role installs on a host
 version_added: 1.1.0
 description:
-  - Runs first in the C(sglang_install) role. Reads the role's options (the C(sglang_install_*) variables of the
-    host, as the task sees them) once.
-  - Refuses entries of C(sglang_install_packages) that are not pinned (C(name==version)), and, unless
-    C(sglang_install_check_driver) is false, a host whose nvidia-smi does not work (O(gpus)), naming both variables.
+  - Runs first in the C(sglang_install) role, which passes it the role's options.
+  - Refuses entries of O(packages) that are not pinned (C(name==version)), and, unless O(check_driver) is false, a
+    host whose nvidia-smi does not work (O(gpus)). The refusals name the role's variables
+    (C(sglang_install_packages), C(sglang_install_nvidia_smi_path), C(sglang_install_check_driver)).
   - Reads the installed version of each pin with the virtualenv's python (M(llmops.serving.venv_requirements), one
     module run). Where one is missing in an existing virtualenv, asks M(llmops.serving.release_venvs) who needs it,
     and refuses to install into a virtualenv a process runs or a kept good configuration names.
   - Changes nothing, on any host.
+  - An option given as V(null) is not given (its default applies).
 extends_documentation_fragment:
   - llmops.serving.attributes
   - llmops.serving.attributes.controller_action
@@ -27,11 +28,71 @@ options:
   gpus:
     description:
       - The result of M(llmops.serving.gpu_memory) listing the host's GPUs (C(ready), C(error), C(msg)).
-      - Not read where C(sglang_install_check_driver) is false.
+      - Not read where O(check_driver) is false.
     type: dict
     default: {}
-notes:
-  - The role's options are documented in the C(sglang_install) role's argument specification.
+  engine:
+    description: The engine, also the module the virtualenv's python must import (C(sglang_install_engine)).
+    type: str
+    default: sglang
+  package:
+    description: The engine's package (C(sglang_install_package)); O(engine) when omitted.
+    type: str
+  version:
+    description: The engine's release, pinned (C(sglang_install_version)).
+    type: str
+    required: true
+  packages:
+    description: Other pins, each C(name==version) (C(sglang_install_packages)).
+    type: list
+    elements: str
+    default: []
+  venv:
+    description: The virtualenv (C(sglang_install_venv)).
+    type: path
+    required: true
+  root:
+    description: The directory of the releases' virtualenvs (C(sglang_install_root)).
+    type: path
+    default: /opt/llmops
+  python:
+    description: The python that creates the virtualenv (C(sglang_install_python)).
+    type: path
+    default: /usr/bin/python3
+  check_driver:
+    description: Refuse a host whose nvidia-smi does not work (C(sglang_install_check_driver)).
+    type: bool
+    default: true
+  nvidia_smi_path:
+    description: The nvidia-smi that O(gpus) ran, as the refusal names it (C(sglang_install_nvidia_smi_path)).
+    type: str
+    default: nvidia-smi
+  wheelhouse:
+    description: A directory of wheels on the controller (or on the host with O(wheelhouse_on_host)); V('') for the
+      package index (C(sglang_install_wheelhouse)).
+    type: str
+    default: ''
+  wheelhouse_on_host:
+    description: O(wheelhouse) is on the host already (C(sglang_install_wheelhouse_on_host)).
+    type: bool
+    default: false
+  wheelhouse_dest:
+    description: Where the wheelhouse is copied on the host (C(sglang_install_wheelhouse_dest)).
+    type: path
+    default: /opt/llmops/wheelhouse
+  pip_extra_args:
+    description: pip's extra arguments (C(sglang_install_pip_extra_args)).
+    type: str
+    default: ''
+  state_dir:
+    description: Where the servers' good configurations are kept (C(sglang_install_state_dir)).
+    type: path
+    default: /var/lib/llmops/last-good
+  server_python:
+    description: The python the server runs where it is set (C(sglang_install_server_python)); its virtualenv is
+      never pruned. V('') for none.
+    type: str
+    default: ''
 author:
   - llmops.serving contributors (@llmops)
 '''
@@ -48,6 +109,8 @@ EXAMPLES = r'''
 - name: Decide what to install
   llmops.serving.sglang_install_plan:
     gpus: "{{ listed }}"
+    version: 0.5.15.post1
+    venv: /opt/llmops/sglang-0.5.15.post1
   register: planned
 '''
 
@@ -76,10 +139,13 @@ plan:
       description: What check mode says it would install, and from where.
       type: str
     copy_wheelhouse:
-      description: Whether the wheelhouse is copied from the controller to C(sglang_install_wheelhouse_dest).
+      description: Whether the wheelhouse is copied from the controller to O(wheelhouse_dest).
       type: bool
+    wheelhouse_src:
+      description: The wheelhouse directory on the controller with a trailing V(/) (its files are copied), V('') for none.
+      type: str
     pip_extra_args:
-      description: pip's extra arguments (the wheelhouse on the host, C(sglang_install_pip_extra_args)); V(null) for none.
+      description: pip's extra arguments (the wheelhouse on the host, O(pip_extra_args)); V(null) for none.
       type: str
     state_dirs:
       description: Where the good configurations of the servers are kept (M(llmops.serving.release_venvs)' O(llmops.serving.release_venvs#module:state_dirs)).
@@ -89,15 +155,6 @@ plan:
       description: The virtualenvs this host's settings install and run (never pruned).
       type: list
       elements: str
-    pip:
-      description: The arguments of M(ansible.builtin.pip) that install RV(plan.missing) into the virtualenv.
-      type: dict
-    verify:
-      description: The arguments of M(llmops.serving.venv_requirements) that check the virtualenv after the install.
-      type: dict
-    prune:
-      description: The arguments of M(llmops.serving.release_venvs) that remove the releases nothing needs.
-      type: dict
     result:
       description: The role's C(sglang_install_result) but its C(module_version) (C(engine), C(version), C(python), C(installed), C(before)).
       type: dict
@@ -107,6 +164,21 @@ from ansible.module_utils.basic import AnsibleModule
 
 ARGUMENT_SPEC = dict(
     gpus=dict(type='dict', default={}),
+    engine=dict(type='str', default='sglang'),
+    package=dict(type='str'),
+    version=dict(type='str', required=True),
+    packages=dict(type='list', elements='str', default=[]),
+    venv=dict(type='path', required=True),
+    root=dict(type='path', default='/opt/llmops'),
+    python=dict(type='path', default='/usr/bin/python3'),
+    check_driver=dict(type='bool', default=True),
+    nvidia_smi_path=dict(type='str', default='nvidia-smi'),
+    wheelhouse=dict(type='str', default=''),
+    wheelhouse_on_host=dict(type='bool', default=False),
+    wheelhouse_dest=dict(type='path', default='/opt/llmops/wheelhouse'),
+    pip_extra_args=dict(type='str', default=''),
+    state_dir=dict(type='path', default='/var/lib/llmops/last-good'),
+    server_python=dict(type='str', default=''),
 )
 
 

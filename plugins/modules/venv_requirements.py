@@ -85,7 +85,7 @@ stderr:
 
 import json
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils._null_unset import NullIsUnsetModule
 from ansible_collections.llmops.serving.plugins.module_utils._install import PROBE, verify_message
 
 ARGUMENT_SPEC = dict(
@@ -116,7 +116,7 @@ def probe(run, python, requirements, import_module=None):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = NullIsUnsetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     python = params['venv'] + '/bin/python'
     result = probe(lambda argv: module.run_command(argv, handle_exceptions=False), python, params['requirements'],

@@ -8,7 +8,8 @@ reading the source at once, a rate cap), each file verified; the rerun copies no
 on ns1 killed with SIGKILL half-way leaves no directory with the staged name and the next run finishes it;
 a separate run finds the copies (paths), warms them around a stand-in drain (warm_begin, warm_end) and
 creates the JIT cache directory; a byte changed at the source after the manifest is refused by name and
-nothing is staged.
+nothing is staged. A copy slowed down by the rate limit (model_stage_bwlimit) prints its progress every
+model_stage_progress_interval seconds; a rerun, which copies nothing, prints none.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import time
 
@@ -144,3 +146,23 @@ def test_stage_three_hosts_rerun_and_corruption(clean_fleet, run_playbook, sourc
     assert 'model-00002-of-00002.safetensors does not match its manifest' in bad.stdout, bad.stdout
     left = fleet.ssh('ns1', 'ls -A /srv/llmops-models-2 2>/dev/null || true').stdout.split()
     assert not [name for name in left if name.startswith('target-')], left
+
+
+# One progress line of ns1's copy: "ns1: staged 1.0 MiB of 4.2 MiB (23 %), 1.0 MiB/s, 3 s left".
+PROGRESS = re.compile(r'^ns1: staged [0-9.]+ (?:B|KiB|MiB|GiB) of [0-9.]+ (?:B|KiB|MiB|GiB) [(][0-9]+ %[)], .*$', re.M)
+
+
+def test_a_slow_copy_shows_its_progress(fleet, run_playbook, sources):
+    target, drafter = sources
+    dest = '/srv/llmops-models-progress'
+    fleet.ssh('ns1', 'rm -rf %s' % dest)
+    # About 4.7 MiB at 1 MiB/s (the copy's real rate limit): about 4 s, longer than two intervals of 1 s.
+    slow = stage(run_playbook, target, drafter, dest=dest, limit='ns1', model_stage_bwlimit=1024 * 1024,
+                 model_stage_progress_interval=1)
+    lines = PROGRESS.findall(slow.stdout)
+    assert len(lines) >= 2, slow.stdout
+    assert slow.recap['ns1']['failed'] == 0 and slow.changed('ns1') >= 1, slow.stdout
+    again = stage(run_playbook, target, drafter, dest=dest, limit='ns1', model_stage_bwlimit=1024 * 1024,
+                  model_stage_progress_interval=1)
+    assert again.changed('ns1') == 0 and not PROGRESS.findall(again.stdout), again.stdout
+    fleet.ssh('ns1', 'rm -rf %s' % dest)

@@ -14,22 +14,6 @@ def test_jit_cache_env_filter():
     assert env['TORCHINDUCTOR_CACHE_DIR'] == '/var/lib/llmops/jit-cache/torchinductor'
 
 
-def test_model_stage_args_for_the_manifest_and_the_copy():
-    args = stage.FilterModule().filters()['model_stage_args']
-    item = {'name': 'target', 'source': '/shared/target', 'exclude': ['*.bin']}
-    assert args(item, state='manifest') == {'name': 'target', 'source': '/shared/target', 'exclude': ['*.bin'],
-                                            'state': 'manifest'}
-    assert args({'name': 'd', 'source': '/s'}, state='manifest') == {'name': 'd', 'source': '/s', 'state': 'manifest'}
-    assert args(item, {'fingerprint': 'f'}, reserve_bytes=0) == {'name': 'target', 'source': '/shared/target',
-                                                                 'manifest': {'fingerprint': 'f'}, 'reserve_bytes': 0}
-
-
-def test_staged_paths_from_a_registered_loop():
-    results = {'results': [{'item': {'name': 'target'}, 'path': '/m/target-1'}, {'item': {'name': 'd'}, 'path': '/m/d-2'}]}
-    staged = stage.FilterModule().filters()['staged_paths']
-    assert staged(results) == staged(results['results']) == {'target': '/m/target-1', 'd': '/m/d-2'}
-
-
 def test_summaries():
     result = {'path': '/m/target-1', 'files_copied': 4, 'files': 4, 'bytes_copied': 1200, 'seconds': 0.5,
               'bytes_per_second': 2400, 'pruned': [], 'in_use': {}}

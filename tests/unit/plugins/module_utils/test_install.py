@@ -90,11 +90,3 @@ def test_probe_meets_a_pin_with_its_local_build():
     answer = json.loads(out)
     assert answer['missing'] == ['pytest==0.0.1', 'no-such-package-here==1.0']
     assert answer['packages']['no-such-package-here==1.0'] is None and 'version' in answer
-
-
-def test_module_args_of_the_install_the_check_and_the_prune():
-    args = _install.module_args('/opt/v', ['sglang==1'], '/usr/bin/python3', None, 'sglang', '/opt', ['/opt/v'], ['/s'])
-    assert args['pip'] == {'name': ['sglang==1'], 'virtualenv': '/opt/v', 'virtualenv_command': '/usr/bin/python3 -m venv'}
-    assert args['verify'] == {'venv': '/opt/v', 'requirements': ['sglang==1'], 'import_module': 'sglang', 'fail_unsatisfied': True}
-    assert args['prune'] == {'root': '/opt', 'keep': ['/opt/v'], 'state_dirs': ['/s'], 'prune': True}
-    assert _install.module_args('/opt/v', [], 'py', '--no-index', 'e', '/opt', [], [])['pip']['extra_args'] == '--no-index'

@@ -193,3 +193,24 @@ def test_evaluate_thresholds(busy, max_used, min_free, balance, failing):
 def test_evaluate_unavailable_memory_is_a_problem():
     gpus = smi.parse_gpus('0, %s, NVIDIA H200, 143771, [N/A], [N/A]\n' % UUID)
     assert smi.evaluate(gpus, 1024, None, 0.9)[0] == ['memory figures unavailable (nvidia-smi printed [N/A])']
+
+
+# listing_check: the GPUs a server needs against those nvidia-smi lists (gpu_memory's required_gpus).
+LISTED = [{'index': index, 'uuid': 'GPU-%d' % index} for index in range(4)]
+
+
+def _listing(wanted, listed=LISTED):
+    return smi.listing_check(listed, wanted, 'the server', 'ns1')
+
+
+def test_listing_check_every_gpu_listed_by_index_or_uuid():
+    assert _listing(['0', 1, 'GPU-3']) == {'ok': True, 'missing': [], 'count': 4, 'msg': '3 GPU(s) 0, 1, GPU-3 of 4 on ns1'}
+
+
+def test_listing_check_names_what_is_missing():
+    assert _listing([8, 9]) == {'ok': False, 'missing': ['8', '9'], 'count': 4, 'msg': (
+        'the server needs GPUs 8, 9 on ns1, but nvidia-smi lists 4 GPUs (indices 0, 1, 2, 3; missing: 8, 9); '
+        'nothing was stopped or changed')}
+    assert _listing(['GPU-7'], LISTED[:1])['msg'] == (
+        'the server needs GPU GPU-7 on ns1, but nvidia-smi lists 1 GPU (indices 0; missing: GPU-7); '
+        'nothing was stopped or changed')

@@ -31,5 +31,9 @@ class ActionModule(ActionBase):
         if problem:
             result.update(failed=True, msg=problem)
             return result
-        result.update(self._execute_module(module_name=self._task.action, module_args=self._task.args, task_vars=task_vars))
+        try:
+            result.update(self._execute_module(module_name=self._task.action, module_args=self._task.args,
+                                               task_vars=task_vars))
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
         return result

@@ -13,7 +13,7 @@ version_added: 1.1.0
 description:
   - The C(sglang_router) role's main step (C(tasks/main.yml)), after the install of sglang-router into its virtualenv
     (M(ansible.builtin.pip)) and before its process (M(llmops.serving.server_process)) or unit
-    (M(ansible.builtin.systemd_service)) is started: it writes the router's directories, its API key file (mode 0600,
+    (M(ansible.builtin.systemd_service)) is started. It writes the router's directories, its API key file (mode 0600,
     removed when O(api_key) is empty), the launcher shim that reads that key, and the launch script (process launcher)
     or the systemd unit, and returns what the process or unit goes to (RV(state)).
   - The router is restarted (RV(state=restarted)) where O(state=restarted), O(restart), where one of its files or its

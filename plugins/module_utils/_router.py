@@ -3,9 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""sglang-router's worker list, as the drain and the register of a server see it (pure; used by the module
-router_worker on the router's host): the entry of one worker, who is out of the router, the refusal of a drain
-that would take more than max_unavailable servers out, what register has to do."""
+"""sglang-router's worker list, as the drain and the register of a server see it (used by the module router_worker
+on the router's host): the entry of one worker, who is out of the router, the refusal of a drain that would take
+more than max_unavailable servers out, what register has to do, the drain's wait until the server is idle and its
+judgement. And one router on its host (module sglang_router and its action): the workers it can have, its files
+(launcher shim, launch script or unit, byte for byte what the role's templates rendered), whether it restarts."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import re
 import shlex
 import time
 
-from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _server_api, _sglang_args, _wait
+from ansible_collections.llmops.serving.plugins.module_utils import _server_api, _sglang_args, _wait
 
 # What register does with the router's entry of the server: nothing, add it, or remove it and add it afresh
 # (an entry whose circuit breaker is open would get no traffic until the breaker's timeout).

@@ -10,10 +10,6 @@ from collections.abc import Mapping
 from ansible_collections.llmops.serving.plugins.module_utils import _reports
 
 
-def router_status_text(hosts, hostvars):
-    return _reports.router_status_text([(host, hostvars[host]['sglang_router_status']) for host in hosts])
-
-
 def rollback_selection(record, host):
     return _reports.rollback_selection(host, record)
 
@@ -33,5 +29,5 @@ def remediation_journal_rows(hosts, hostvars):
 
 class FilterModule:
     def filters(self):
-        return {'router_status_text': router_status_text, 'rollback_selection': rollback_selection,
+        return {'rollback_selection': rollback_selection,
                 'rollback_outcome': rollback_outcome, 'remediation_journal_rows': remediation_journal_rows}

@@ -3,16 +3,21 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""sglang-router's worker list, as the drain and the register of a server see it (pure; used by the module
-router_worker on the router's host): the entry of one worker, who is out of the router, the refusal of a drain
-that would take more than max_unavailable servers out, what register has to do."""
+"""sglang-router's worker list, as the drain and the register of a server see it (used by the module router_worker
+on the router's host): the entry of one worker, who is out of the router, the refusal of a drain that would take
+more than max_unavailable servers out, what register has to do, the drain's wait until the server is idle and its
+judgement. And one router on its host (module sglang_router and its action): the workers it can have, its files
+(launcher shim, launch script or unit, byte for byte what the role's templates rendered), whether it restarts."""
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
+import shlex
+import time
 
-from ansible_collections.llmops.serving.plugins.module_utils import _endpoints
+from ansible_collections.llmops.serving.plugins.module_utils import _server_api, _sglang_args, _wait
 
 # What register does with the router's entry of the server: nothing, add it, or remove it and add it afresh
 # (an entry whose circuit breaker is open would get no traffic until the breaker's timeout).
@@ -77,29 +82,28 @@ def status(url, readiness, listed, breakers, workers):
             'missing': [worker for worker in dict.fromkeys(workers.values()) if worker not in urls]}
 
 
-# The sglang_router role's options the plan reads (its action plugin takes them from the host's variables).
-PLAN_OPTIONS = ('sglang_router_name', 'sglang_router_config_dir', 'sglang_router_run_dir', 'sglang_router_venv',
-                'sglang_router_log_path', 'sglang_router_launcher', 'sglang_router_worker_group',
-                'sglang_router_host', 'sglang_router_port', 'sglang_router_prometheus_host', 'sglang_router_prometheus_port',
-                'sglang_router_policy', 'sglang_router_health_check_interval_secs', 'sglang_router_health_failure_threshold',
-                'sglang_router_health_success_threshold', 'sglang_router_health_check_timeout_secs',
-                'sglang_router_cb_failure_threshold', 'sglang_router_cb_timeout_duration_secs',
-                'sglang_router_retry_max_retries', 'sglang_router_request_timeout_secs', 'sglang_router_extra_args',
-                'sglang_router_version', 'sglang_router_python', 'sglang_router_wheelhouse')
-# sglang-router flag -> the option that sets it, in the order of the launch command.
-ROUTER_FLAGS = (('--host', 'sglang_router_host'), ('--port', 'sglang_router_port'),
-                ('--prometheus-host', 'sglang_router_prometheus_host'), ('--prometheus-port', 'sglang_router_prometheus_port'),
-                ('--policy', 'sglang_router_policy'),
-                ('--health-check-interval-secs', 'sglang_router_health_check_interval_secs'),
-                ('--health-failure-threshold', 'sglang_router_health_failure_threshold'),
-                ('--health-success-threshold', 'sglang_router_health_success_threshold'),
-                ('--health-check-timeout-secs', 'sglang_router_health_check_timeout_secs'),
+# sglang-router flag -> the option of module sglang_router that sets it, in the order of the launch command.
+ROUTER_FLAGS = (('--host', 'host'), ('--port', 'port'), ('--prometheus-host', 'prometheus_host'),
+                ('--prometheus-port', 'prometheus_port'), ('--policy', 'policy'),
+                ('--health-check-interval-secs', 'health_check_interval_secs'),
+                ('--health-failure-threshold', 'health_failure_threshold'),
+                ('--health-success-threshold', 'health_success_threshold'),
+                ('--health-check-timeout-secs', 'health_check_timeout_secs'),
                 ('--health-check-endpoint', None),
-                ('--cb-failure-threshold', 'sglang_router_cb_failure_threshold'),
-                ('--cb-timeout-duration-secs', 'sglang_router_cb_timeout_duration_secs'),
-                ('--retry-max-retries', 'sglang_router_retry_max_retries'),
-                ('--request-timeout-secs', 'sglang_router_request_timeout_secs'))
+                ('--cb-failure-threshold', 'cb_failure_threshold'),
+                ('--cb-timeout-duration-secs', 'cb_timeout_duration_secs'),
+                ('--retry-max-retries', 'retry_max_retries'),
+                ('--request-timeout-secs', 'request_timeout_secs'))
+# Module sglang_router's defaults, applied to the options the task leaves out or passes as null (the role's defaults).
+ROUTER_DEFAULTS = dict(state='started', worker_group='sglang_servers', name='main', version='0.3.2', venv='/opt/llmops/sglang-router', host='0.0.0.0',
+                       port=30080, prometheus_host='127.0.0.1', prometheus_port=29000, policy='cache_aware',
+                       health_check_interval_secs=2, health_failure_threshold=2, health_success_threshold=1,
+                       health_check_timeout_secs=5, cb_failure_threshold=5, cb_timeout_duration_secs=5,
+                       retry_max_retries=3, request_timeout_secs=600, extra_args=[], launcher='',
+                       config_dir='/etc/llmops', run_dir='/run/llmops', log_path='', stop_timeout=30, api_key='',
+                       restart=False, restart_on=[])
 LOOPBACK_URL = re.compile(r'https?://(127\.|localhost[:/]|\[::1\])')
+MANAGED = 'Ansible managed'
 
 
 def worker_problem(host, group, workers, local_hosts):
@@ -116,49 +120,137 @@ def worker_problem(host, group, workers, local_hosts):
     return None
 
 
-def router_plan(options, workers, launcher):
-    """``{launcher, unit, script, key_file, shim, pidfile, argv, directories, templates, url, ready_url, pip, process}``
-    of the router whose role options are ``options``, fronting ``workers`` ({host: URL}), started by ``launcher``
-    (systemd or process): ``pip`` the arguments of ansible.builtin.pip that install it, ``process`` those of
-    server_process that run it (its log and stop timeout are the role's options, its ``state`` comes from
-    ``decision``)."""
-    name, config_dir = options['sglang_router_name'], options['sglang_router_config_dir']
-    paths = dict(unit='llmops-sglang-router-%s.service' % name, script='%s/sglang-router-%s.sh' % (config_dir, name),
-                 key_file='%s/sglang-router-%s.key' % (config_dir, name), shim='%s/llmops_router_launch.py' % config_dir,
-                 pidfile='%s/sglang-router-%s.pid' % (options['sglang_router_run_dir'], name))
-    argv = [options['sglang_router_venv'] + '/bin/python', paths['shim']]
+def with_defaults(params):
+    """Module sglang_router's options with ROUTER_DEFAULTS where they are None (null counts as unset); the log is
+    ``/var/log/llmops/sglang-router-<name>.log`` by default."""
+    options = dict(params)
+    for name, value in ROUTER_DEFAULTS.items():
+        if options.get(name) is None:
+            options[name] = value
+    if not options['log_path']:
+        options['log_path'] = '/var/log/llmops/sglang-router-%s.log' % options['name']
+    return options
+
+
+def service_manager(read=None, exists=None):
+    """``systemd`` where systemd runs the host (its PID 1, else its runtime directory, as Ansible's service_mgr fact
+    finds it), else ``process``."""
+    def _read(path):
+        try:
+            with open(path) as handle:
+                return handle.read().strip()
+        except (IOError, OSError):
+            return ''
+    read, exists = read or _read, exists or posixpath.exists
+    comm = read('/proc/1/comm')
+    if comm and comm != 'init' and not comm.endswith('sh'):
+        return 'systemd' if comm == 'systemd' else 'process'
+    canaries = ('/run/systemd/system/', '/dev/.run/systemd/', '/dev/.systemd/')
+    return 'systemd' if any(exists(path) for path in canaries) else 'process'
+
+
+def router_paths(options):
+    """File names of the router ``options['name']``: unit, script, key_file, shim, pidfile."""
+    name, config_dir = options['name'], options['config_dir']
+    return dict(unit='llmops-sglang-router-%s.service' % name, script='%s/sglang-router-%s.sh' % (config_dir, name),
+                key_file='%s/sglang-router-%s.key' % (config_dir, name), shim='%s/llmops_router_launch.py' % config_dir,
+                pidfile='%s/sglang-router-%s.pid' % (options['run_dir'], name))
+
+
+def router_argv(options, workers, paths):
+    """The router's launch command: the shim's python, the shim, sglang-router's flags, the workers, extra args."""
+    argv = [options['venv'] + '/bin/python', paths['shim']]
     for flag, option in ROUTER_FLAGS:
         argv += [flag, options[option] if option else '/health']
-    argv += ['--worker-urls'] + list(workers.values()) + list(options['sglang_router_extra_args'] or [])
-    launch = (dict(src='sglang-router.service.j2', dest='/etc/systemd/system/' + paths['unit'], mode='0644')
-              if launcher == 'systemd' else dict(src='launch.sh.j2', dest=paths['script'], mode='0755'))
-    pip = dict(name='sglang-router==%s' % options['sglang_router_version'], virtualenv=options['sglang_router_venv'],
-               virtualenv_command='%s -m venv' % options['sglang_router_python'])
-    if options['sglang_router_wheelhouse']:
-        pip['extra_args'] = '--no-index --find-links %s' % options['sglang_router_wheelhouse']
-    url = _endpoints.local_url(options['sglang_router_host'], options['sglang_router_port'])
-    process = dict(name='sglang-router-%s' % name, command=[paths['script']], pidfile=paths['pidfile'])
-    return dict(paths, launcher=launcher, argv=argv, workers=workers, url=url, ready_url=url + '/readiness', pip=pip,
-                process=process,
-                directories=[config_dir, posixpath.dirname(options['sglang_router_log_path']),
-                             posixpath.dirname(options['sglang_router_venv'])],
-                templates=[dict(src='llmops_router_launch.py.j2', dest=paths['shim'], mode='0755'), launch])
+    return [str(arg) for arg in argv + ['--worker-urls'] + list(workers.values()) + list(options['extra_args'] or [])]
 
 
-def decision(plan, files, changes, restart=False):
-    """``plan`` with ``state`` (``restarted`` where ``restart`` is asked or where the launch files, ``files``, or one of
-    ``changes``, the registered results of the install and of the key file, changed something, else ``started``),
-    ``files_changed`` (a unit needs a daemon reload) and ``process``, server_process's arguments, given that state."""
-    files_changed = bool((files or {}).get('changed'))
-    state = 'restarted' if restart or files_changed or any((change or {}).get('changed') for change in changes) else 'started'
-    return dict(plan, state=state, files_changed=files_changed, process=dict(plan['process'], state=state))
+def shim_text(options, paths):
+    """The launcher shim, which adds the API key from its 0600 file to the router's argv in memory."""
+    return (
+        '# %s\n'
+        '"""Launcher shim of llmops.serving: ``python llmops_router_launch.py [router args...]``.\n\n'
+        'sglang-router %s takes its API key only as ``--api-key``. This shim reads\n'
+        'it from %s (mode 0600, root only) when that file exists, adds it to the\n'
+        'router\'s argv in memory and runs ``sglang_router.launch_router`` as ``__main__``, exactly like\n'
+        '``python -m sglang_router.launch_router`` would: the key is on no command line, in no\n'
+        'environment, unit or log.\n'
+        '"""\n'
+        'import os\nimport runpy\nimport sys\n\n'
+        'KEY_FILE = %s\n\n\n'
+        'def main():\n'
+        '    args = sys.argv[1:]\n'
+        '    if os.path.exists(KEY_FILE):\n'
+        '        with open(KEY_FILE, encoding="utf-8") as handle:\n'
+        '            key = handle.read().strip()\n'
+        '        if key:\n'
+        '            args = args + ["--api-key", key]\n'
+        '    sys.argv = ["sglang_router.launch_router"] + args\n'
+        '    runpy.run_module("sglang_router.launch_router", run_name="__main__", alter_sys=True)\n\n\n'
+        'if __name__ == "__main__":\n'
+        '    main()\n') % (MANAGED, options['version'], paths['key_file'], json.dumps(paths['key_file']))
 
 
-def result(decided, ready):
-    """``sglang_router_result``: the router's state, launcher, URL and workers from ``decided`` (``decision``), and
-    what its ``/readiness`` answered (``ready``, the registered result of the wait; none in check mode)."""
-    return dict(state=decided['state'], launcher=decided['launcher'], url=decided['url'],
-                workers=list(decided['workers'].values()), ready=(ready or {}).get('json'))
+def script_text(options, paths, argv):
+    """The launch script of the process launcher."""
+    return ('#!/bin/sh\n# %s\n# sglang-router "%s" (llmops.serving process launcher); the API key, if\n'
+            '# any, is read by the launcher shim from %s.\nexec %s\n'
+            % (MANAGED, options['name'], paths['key_file'], _sglang_args.shell_join(argv)))
+
+
+def unit_text(options, paths, argv, workers):
+    """The systemd unit of the systemd launcher."""
+    log = options['log_path']
+    return ('# %s\n[Unit]\nDescription=llmops.serving sglang-router %s (%d workers)\nWants=network-online.target\n'
+            'After=network-online.target\n\n[Service]\nType=simple\n'
+            '# The API key, if any, is read by the launcher shim from %s (mode 0600).\n'
+            'ExecStartPre=-/bin/mv -f %s %s.1\nExecStart=%s\nWorkingDirectory=/\nStandardOutput=append:%s\n'
+            'StandardError=inherit\nRestart=on-failure\nRestartSec=5\nKillMode=control-group\nTimeoutStopSec=%s\n'
+            'LimitNOFILE=65536\n# The log (written by systemd for the router) is private, like the servers\'.\n'
+            'UMask=0077\n\n[Install]\nWantedBy=multi-user.target\n'
+            % (MANAGED, options['name'], len(workers), paths['key_file'], log, log, _sglang_args.systemd_exec(argv), log,
+               options['stop_timeout']))
+
+
+def router_files(options, workers, launcher):
+    """``{paths, argv, directories, files}`` of the router: ``files`` the list of ``{path, mode, content}`` to write
+    (the shim, then the unit or the launch script)."""
+    paths = router_paths(options)
+    argv = router_argv(options, workers, paths)
+    if launcher == 'systemd':
+        launch = dict(path='/etc/systemd/system/' + paths['unit'], mode=0o644, content=unit_text(options, paths, argv, workers))
+    else:
+        launch = dict(path=paths['script'], mode=0o755, content=script_text(options, paths, argv))
+    return dict(paths=paths, argv=argv,
+                directories=[options['config_dir'], posixpath.dirname(options['log_path'])],
+                files=[dict(path=paths['shim'], mode=0o755, content=shim_text(options, paths)), launch])
+
+
+def process_state(state, restart, changes):
+    """What the router's process or unit goes to: ``stopped``; ``restarted`` where asked (``state`` restarted,
+    ``restart``) or where something it runs changed (``changes``: its files, its key, the registered results of the
+    install passed as restart_on); else ``started``."""
+    if state == 'stopped':
+        return 'stopped'
+    return 'restarted' if state == 'restarted' or restart or any(changes) else 'started'
+
+
+def launch_endpoints(text):
+    """``{host, port, prometheus_host, prometheus_port}`` from a router's launch script or unit (the ``exec`` or
+    ``ExecStart=`` line), only those it sets; {} where it has no such line."""
+    for line in (text or '').splitlines():
+        line = line.strip()
+        if line.startswith('exec ') or line.startswith('ExecStart='):
+            try:
+                argv = shlex.split(line.split('=', 1)[1] if line.startswith('ExecStart=') else line[5:])
+            except ValueError:
+                return {}
+            found = {}
+            for flag, option in ROUTER_FLAGS[:4]:
+                if flag in argv[:-1]:
+                    found[option] = argv[argv.index(flag) + 1].replace('$$', '$').replace('%%', '%')
+            return found
+    return {}
 
 
 def drain_outcome(idle, host, timeout, fail_on_timeout):
@@ -177,3 +269,23 @@ def drain_outcome(idle, host, timeout, fail_on_timeout):
         return dict(failed=True, msg=busy + 'it keeps running, out of the router.')
     return dict(failed=False, msg='WARNING: ' + busy + 'stopping it anyway (SGLang finishes running requests on SIGTERM '
                 'within the stop timeout).')
+
+
+def wait_idle(request, timeout, interval, source, request_timeout, clock=time.monotonic, sleep=time.sleep):
+    """``{idle, requests, source, elapsed, reads}`` once the server ``request`` talks to runs and queues no request, or
+    ``timeout`` seconds have passed (the drain gate's wait, as module wait_for_llm_idle waits); a server that refuses
+    the connection is idle at once (``source`` ``not listening``). ``requests`` is None where no source answers."""
+    probe = _wait.probe_health(request, '/get_load', request_timeout)
+    if probe['kind'] == _wait.PROBE_REFUSED:
+        return dict(idle=True, requests=0, source='not listening', elapsed=0.0, reads=1, status=None)
+    start, reads = clock(), 0
+    while True:
+        count, used = _server_api.current_load(request, request_timeout, source)
+        reads += 1
+        if used == 'get_load' and source == 'auto' and count is not None:
+            source = 'get_load'
+        elapsed = clock() - start
+        if count == 0 or elapsed >= timeout:
+            return dict(idle=count == 0, requests=count, source=used, elapsed=round(elapsed, 2), reads=reads,
+                        status=probe['status'])
+        sleep(max(0.0, min(interval, timeout - elapsed)))

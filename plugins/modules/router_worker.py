@@ -13,9 +13,11 @@ version_added: 1.1.0
 description:
   - Runs on the router's host (C(delegate_to) the router), where its worker API and its C(/metrics) answer. The
     C(sglang_router) role runs it from C(tasks/drain.yml) and C(tasks/register.yml) on each server host, once per router
-    in front of the server, giving only O(state) (and the router as C(delegate_to)); its action plugin fills every
-    option left out from the role's variables (C(sglang_router_*) of the server host, the router's host and port from
-    the router host's). The role's C(tasks/status.yml) runs it on the router's host with O(state=status).
+    in front of the server, every option given from the role's variables; its C(tasks/status.yml) runs it on the
+    router's host with O(state=status).
+  - The router's URLs are O(url) and O(metrics_url) where given; else its address and ports as its launch script or
+    unit (written by M(llmops.serving.sglang_router) from the router host's variables) sets them, else O(host),
+    O(port), O(prometheus_host) and O(prometheus_port).
   - Lists the router's workers (C(GET /workers)). A router that does not answer is left alone (RV(answered) false).
   - O(state=absent) refuses, before it changes anything, when the servers the router does not list as healthy and the
     O(draining) ones would be more than O(max_unavailable); else removes the server's entry and waits until the router
@@ -25,6 +27,10 @@ description:
     reports it healthy.
   - O(state=status) changes nothing and never fails; it reads the router's C(/readiness), C(/workers) and C(/metrics)
     and returns RV(status) (a router that does not answer is not up).
+  - O(state=idle), on the server's host once it is out of every router (the drain's last step), waits until the server
+    runs and queues no request, at most O(timeout) seconds, reading a live source as M(llmops.serving.wait_for_llm_idle)
+    does, and judges the wait (RV(msg)); a server still busy then fails where O(fail_on_timeout), else is stopped
+    anyway with a warning. Skipped in check mode.
 author:
   - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
@@ -34,47 +40,67 @@ attributes:
     support: full
     details:
       - Lists the workers (and checks O(max_unavailable)) and reports whether the entry would change; changes nothing.
-      - O(state=status) reads the router as without check mode.
+      - O(state=status) reads the router as without check mode; O(state=idle) does not wait.
   diff_mode:
     support: full
     details: Whether the router lists the server, before and after.
   idempotent:
     support: full
-  action:
-    support: full
-    description: An action plugin fills the options left out from the C(sglang_router) role's variables.
 options:
   router:
-    description:
-      - Inventory name of the router's host, for messages; the action plugin takes the router's URLs from its variables.
-      - The action plugin's default is the host the task is delegated to, else the task's host.
+    description: Inventory name of the router's host, for messages (O(state=absent), O(state=present)).
     type: str
   state:
     description:
-      - V(absent) takes the server out of the router, V(present) puts it back, V(status) reads the router's status.
+      - V(absent) takes the server out of the router, V(present) puts it back, V(status) reads the router's status,
+        V(idle) waits until the server is idle. Default V(present).
     type: str
-    choices: [absent, present, status]
-    default: present
+    choices: [absent, present, status, idle]
   url:
-    description: Base URL of the router's API, from its host (C(sglang_router_host), C(sglang_router_port)).
+    description: Base URL of the router's API; default from its launch file or O(host) and O(port).
     type: str
   metrics_url:
-    description: URL of the router's C(/metrics), for the circuit breakers (C(sglang_router_prometheus_host), C(_port)).
+    description: URL of the router's C(/metrics), for the circuit breakers; default from its launch file or
+      O(prometheus_host) and O(prometheus_port).
     type: str
+  name:
+    description: The router's instance name (C(sglang_router_name)), which names its launch file. Default V(main).
+    type: str
+  config_dir:
+    description: Directory of its launch script (C(sglang_router_config_dir)). Default V(/etc/llmops).
+    type: path
+  host:
+    description: Address the router's API binds where its launch file does not say (C(sglang_router_host)). Default V(0.0.0.0).
+    type: str
+  port:
+    description: Port of its API where its launch file does not say (C(sglang_router_port)). Default V(30080).
+    type: int
+  prometheus_host:
+    description: Address of its metrics where its launch file does not say. Default V(127.0.0.1).
+    type: str
+  prometheus_port:
+    description: Port of its metrics where its launch file does not say. Default V(29000).
+    type: int
   api_key:
-    description: The router's API key (C(sglang_router_api_key)); sent as a Bearer token when not empty.
+    description:
+      - The router's API key (C(sglang_router_api_key)); sent as a Bearer token when not empty. With O(state=idle), the
+        server's (the router's key is the one its servers require).
     type: str
   worker:
-    description: URL the router reaches the server at (C(sglang_router_worker_url), else the server's address and port).
+    description: URL the router reaches the server at; default the URL of O(server) in O(workers).
+    type: str
+  server:
+    description: Inventory name of the server's host (its URL is the one of O(workers)).
     type: str
   workers:
     description:
-      - Every server the router fronts, a dict host -> URL (group C(sglang_router_worker_group)); with O(state=status),
-        those it should list.
+      - Every server the router fronts, a dict host -> URL (group C(sglang_router_worker_group), filter
+        P(llmops.serving.worker_urls#filter)); with O(state=status), those it should list.
     type: dict
   draining:
     description:
-      - URLs of the servers being drained with this one (the hosts of the batch that run the drain), this one included.
+      - The servers being drained with this one (the hosts of the batch that run the drain), host names of O(workers) or
+        URLs; this one is always counted.
     type: list
     elements: str
   max_unavailable:
@@ -82,27 +108,46 @@ options:
     type: int
   timeout:
     description:
-      - Seconds to wait for the entry to go (O(state=absent), 60) or the server to be healthy (O(state=present),
-        C(sglang_router_register_timeout)).
+      - Seconds to wait for the entry to go (O(state=absent), default 60), for the server to be healthy (O(state=present),
+        C(sglang_router_register_timeout), default 60) or idle (O(state=idle), C(sglang_router_drain_timeout), default 300).
     type: float
+  fail_on_timeout:
+    description: O(state=idle), fail where the server is still busy after O(timeout) (C(sglang_router_drain_fail_on_timeout)).
+    type: bool
+  version:
+    description: O(state=idle), the server's SGLang version, which picks where its load is read; empty reads C(/get_load)
+      first and falls back to the gauges of C(/metrics).
+    type: str
   request_timeout:
-    description: Seconds to wait for one answer of the router.
+    description: Seconds to wait for one answer. Default V(10).
     type: float
-    default: 10
 notes:
-  - The API key never appears in the task's output; the options are not listed in the role's argument specification.
+  - The API key never appears in the task's output.
 seealso:
   - module: llmops.serving.wait_for_llm_idle
+  - module: llmops.serving.sglang_router
 """
 
 EXAMPLES = r"""
 - name: Take this server out of each router in front of it
   llmops.serving.router_worker:
     state: absent
+    router: "{{ router }}"
+    api_key: "{{ sglang_router_api_key }}"
+    server: "{{ inventory_hostname }}"
+    workers: "{{ groups['sglang_servers'] | llmops.serving.worker_urls(hostvars) }}"
+    max_unavailable: 1
   delegate_to: "{{ router }}"
   loop: "{{ groups['sglang_routers'] }}"
   loop_control:
     loop_var: router
+
+- name: Wait until the server is idle, then judge the wait
+  llmops.serving.router_worker:
+    state: idle
+    worker: http://10.0.0.11:30000
+    timeout: 300
+  register: idle
 
 - name: Put a server back into a router, every option given
   llmops.serving.router_worker:
@@ -119,22 +164,22 @@ EXAMPLES = r"""
 RETURN = r"""
 router:
   description: O(router).
-  returned: always
+  returned: with O(state=absent) and O(state=present)
   type: str
   sample: router1
 worker:
-  description: O(worker).
-  returned: always
+  description: The server's URL (O(worker), else the one of O(server) in O(workers)).
+  returned: with O(state=absent), O(state=present) and O(state=idle)
   type: str
   sample: http://10.0.0.11:30000
 answered:
   description: Whether the router answered its worker API; a router that does not is left alone.
-  returned: always
+  returned: with O(state=absent) and O(state=present)
   type: bool
   sample: true
 action:
   description: What was done (or would be in check mode) to the entry, V(none), V(remove), V(add) or V(re-add).
-  returned: always
+  returned: with O(state=absent) and O(state=present)
   type: str
   sample: remove
 breaker:
@@ -164,27 +209,106 @@ status:
       description: The URLs of O(workers) it does not list.
       type: list
       elements: str
+    text:
+      description:
+        - "One text of the router and its workers, as C(playbooks/status.yml) shows it: C(<router>: router
+          ready=<ready> <url>;), then per worker C(<router>: worker <url> healthy=... breaker=... load=...;) and, for
+          each of O(workers) it does not list, C(<router>: worker <url> not in the router;)."
+      type: str
+idle:
+  description: O(state=idle), whether the server went idle within O(timeout) (none in check mode).
+  returned: with O(state=idle)
+  type: bool
+requests:
+  description: O(state=idle), the requests it still ran or queued at the last read.
+  returned: with O(state=idle), but in check mode
+  type: int
+source:
+  description: O(state=idle), where the load was read, V(get_load), V(metrics) or V(not listening).
+  returned: with O(state=idle), but in check mode
+  type: str
+elapsed:
+  description: O(state=idle), seconds the wait took.
+  returned: with O(state=idle), but in check mode
+  type: float
+reads:
+  description: O(state=idle), reads of the load.
+  returned: with O(state=idle), but in check mode
+  type: int
+msg:
+  description:
+    - O(state=idle), the judgement of the wait shown to a person, empty in check mode; the failure's message where the
+      server is still busy and O(fail_on_timeout).
+  returned: with O(state=idle)
+  type: str
+  sample: "ns1: idle 0.52 s after it left the router (get_load, 2 reads)"
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import _router, _server_api
+from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _reports, _router, _server_api
 
 ARGUMENT_SPEC = dict(
     router=dict(type='str'),
-    state=dict(type='str', default='present', choices=['absent', 'present', 'status']),
+    state=dict(type='str', choices=['absent', 'present', 'status', 'idle']),
     url=dict(type='str'),
     metrics_url=dict(type='str'),
+    name=dict(type='str'),
+    config_dir=dict(type='path'),
+    host=dict(type='str'),
+    port=dict(type='int'),
+    prometheus_host=dict(type='str'),
+    prometheus_port=dict(type='int'),
     api_key=dict(type='str', no_log=True),
     worker=dict(type='str'),
+    server=dict(type='str'),
     workers=dict(type='dict'),
     draining=dict(type='list', elements='str'),
     max_unavailable=dict(type='int'),
     timeout=dict(type='float'),
-    request_timeout=dict(type='float', default=10.0),
+    fail_on_timeout=dict(type='bool'),
+    version=dict(type='str'),
+    request_timeout=dict(type='float'),
 )
-REQUIRED = ['router', 'url', 'worker']
+# Applied to the options the task leaves out or passes as null (the sglang_router role's defaults).
+DEFAULTS = dict(state='present', name='main', config_dir='/etc/llmops', host='0.0.0.0', port=30080,
+                prometheus_host='127.0.0.1', prometheus_port=29000, workers={}, draining=[], fail_on_timeout=False,
+                request_timeout=10.0)
+REQUIRED = ['router', 'worker']
+
+
+def read_text(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def resolve(params, read=read_text):
+    """``params`` with the defaults, the router's URLs (given, else from its launch script or unit, else from the
+    host and port options) and the server's URL (given, else its host's in ``workers``)."""
+    params = dict(params)
+    for name, value in DEFAULTS.items():
+        if params.get(name) is None:
+            params[name] = value
+    if not params['url'] or not params['metrics_url']:
+        found = {}
+        for path in ('%s/sglang-router-%s.sh' % (params['config_dir'], params['name']),
+                     '/etc/systemd/system/llmops-sglang-router-%s.service' % params['name']):
+            found = _router.launch_endpoints(read(path))
+            if found:
+                break
+        where = dict((name, found.get(name, params[name])) for name in ('host', 'port', 'prometheus_host', 'prometheus_port'))
+        params['url'] = params['url'] or _endpoints.local_url(where['host'], where['port'])
+        params['metrics_url'] = params['metrics_url'] or _endpoints.local_url(where['prometheus_host'],
+                                                                              where['prometheus_port'], '/metrics')
+    if not params['worker'] and params['server']:
+        params['worker'] = params['workers'].get(params['server'])
+    workers = params['workers']
+    params['draining'] = [workers.get(item, item) for item in params['draining'] if item in workers or '://' in item]
+    return params
 
 
 class Router:
@@ -269,12 +393,43 @@ def read_status(module):
     return _router.status(params['url'], readiness, listed, _server_api.router_breakers(text), params['workers'] or {})
 
 
-def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
-                           required_if=[('state', 'present', ['metrics_url']), ('state', 'status', ['url', 'metrics_url'])])
+def wait_idle(module):
+    """O(state=idle): waits until the server is idle and judges the wait (module_utils/_router.py, drain_outcome)."""
     params = module.params
+    if module.check_mode:
+        module.exit_json(changed=False, worker=params['worker'], idle=None, msg='')
+    if not params['worker']:
+        module.fail_json(msg='missing required arguments: worker (or server and workers)')
+    request = _server_api.open_url_request(params['worker'], _server_api.auth_headers(params['api_key']))
+    source = _server_api.load_source('auto', params['version'] or None)
+    timeout = params['timeout'] if params['timeout'] is not None else 300.0
+    result = _router.wait_idle(request, timeout, 0.5, source, params['request_timeout'])
+    status = result.pop('status')
+    if status is not None and _server_api.unauthorised(status):
+        module.fail_json(msg='%s refused the API key (HTTP %d): set api_key to the key the server requires'
+                         % (params['worker'], status))
+    if result['requests'] is None:
+        module.fail_json(msg='%s answers neither /get_load nor the gauges of /metrics (%s): cannot tell whether it is '
+                         'idle; start it with --enable-metrics' % (params['worker'], ', '.join(_server_api.BUSY_GAUGES)),
+                         changed=False, **result)
+    shown = int(timeout) if timeout == int(timeout) else timeout  # 300, not 300.0, as the role's variable reads
+    outcome = _router.drain_outcome(result, params['server'] or params['worker'], shown, params['fail_on_timeout'])
+    result.update(changed=False, worker=params['worker'], msg=outcome['msg'])
+    if outcome['failed']:
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.params.update(resolve(module.params))
+    params = module.params
+    if params['state'] == 'idle':
+        wait_idle(module)
     if params['state'] == 'status':
-        module.exit_json(changed=False, router=params['router'], status=read_status(module))
+        status = read_status(module)
+        status['text'] = _reports.router_status_text([(params['router'] or params['url'], status)])
+        module.exit_json(changed=False, router=params['router'], status=status)
     missing = [name for name in REQUIRED if not params[name]]
     if missing:
         module.fail_json(msg='missing required arguments: %s' % ', '.join(missing))

@@ -10,11 +10,6 @@ import json
 from ansible_collections.llmops.serving.plugins.filter import remediation, reports
 
 
-def test_router_status_text_reads_each_routers_status():
-    hostvars = {'r1': {'sglang_router_status': {'ready': True, 'url': 'u', 'workers': [], 'missing': []}}}
-    assert reports.router_status_text(['r1'], hostvars) == ' r1: router ready=True u; '
-
-
 def test_remediation_journal_rows_leave_out_hosts_without_a_journal_read():
     hostvars = {'ns1': {'status_remediations': {'stdout_lines': [json.dumps({'at': 'T', 'step': 'drained'})]}},
                 'ns2': {'status_remediations': {'skipped': True}}, 'ns3': {}}

@@ -85,71 +85,82 @@ def test_worker_problem(workers, local_hosts, problem):
     assert (found is None) if problem is None else found.startswith(problem)
 
 
-def plan_options(**overrides):
-    options = dict((name, 1) for name in _router.PLAN_OPTIONS)
-    options.update(sglang_router_name='main', sglang_router_config_dir='/etc/llmops', sglang_router_run_dir='/run/llmops',
-                   sglang_router_venv='/opt/llmops/sglang-router', sglang_router_log_path='/var/log/llmops/r.log',
-                   sglang_router_host='0.0.0.0', sglang_router_port=30080, sglang_router_policy='round_robin',
-                   sglang_router_extra_args=['--log-level', 'debug'])
+def router_options(**overrides):
+    options = _router.with_defaults(dict(workers={'a': 'http://a:30000'}, policy='round_robin',
+                                         extra_args=['--log-level', 'debug']))
     options.update(overrides)
     return options
 
 
-def test_router_plan_names_argv_and_files():
-    plan = _router.router_plan(plan_options(), {'a': 'http://a:30000', 'b': 'http://b:30000'}, 'process')
-    assert plan['unit'] == 'llmops-sglang-router-main.service' and plan['launcher'] == 'process'
-    assert plan['script'] == '/etc/llmops/sglang-router-main.sh' and plan['key_file'] == '/etc/llmops/sglang-router-main.key'
-    assert plan['pidfile'] == '/run/llmops/sglang-router-main.pid'
-    assert plan['argv'][:6] == ['/opt/llmops/sglang-router/bin/python', '/etc/llmops/llmops_router_launch.py',
-                                '--host', '0.0.0.0', '--port', 30080]
-    assert plan['argv'][plan['argv'].index('--health-check-endpoint') + 1] == '/health'
-    assert plan['argv'][plan['argv'].index('--policy') + 1] == 'round_robin'
-    assert plan['argv'][-5:] == ['--worker-urls', 'http://a:30000', 'http://b:30000', '--log-level', 'debug']
-    assert plan['directories'] == ['/etc/llmops', '/var/log/llmops', '/opt/llmops']
-    assert plan['templates'] == [
-        {'src': 'llmops_router_launch.py.j2', 'dest': '/etc/llmops/llmops_router_launch.py', 'mode': '0755'},
-        {'src': 'launch.sh.j2', 'dest': '/etc/llmops/sglang-router-main.sh', 'mode': '0755'}]
-    unit = _router.router_plan(plan_options(sglang_router_extra_args=[]), {'a': 'http://a:30000'}, 'systemd')
-    assert unit['templates'][1] == {'src': 'sglang-router.service.j2', 'mode': '0644',
-                                    'dest': '/etc/systemd/system/llmops-sglang-router-main.service'}
-    assert unit['argv'][-2:] == ['--worker-urls', 'http://a:30000']
+def test_defaults_fill_null_options_and_name_the_log():
+    options = _router.with_defaults(dict(name='r2', port=None, log_path=None, extra_args=None, restart_on=None))
+    assert options['port'] == 30080 and options['extra_args'] == [] and options['restart_on'] == []
+    assert options['log_path'] == '/var/log/llmops/sglang-router-r2.log' and options['state'] == 'started'
 
 
-def test_router_plan_pip_url_and_process():
-    plan = _router.router_plan(plan_options(sglang_router_version='0.3.2', sglang_router_python='/usr/bin/python3',
-                                            sglang_router_wheelhouse=''), {'a': 'http://a:30000'}, 'process')
-    assert plan['pip'] == {'name': 'sglang-router==0.3.2', 'virtualenv': '/opt/llmops/sglang-router',
-                           'virtualenv_command': '/usr/bin/python3 -m venv'}
-    assert plan['url'] == 'http://127.0.0.1:30080' and plan['ready_url'] == 'http://127.0.0.1:30080/readiness'
-    assert plan['process'] == {'name': 'sglang-router-main', 'command': ['/etc/llmops/sglang-router-main.sh'],
-                               'pidfile': '/run/llmops/sglang-router-main.pid'}
-    offline = _router.router_plan(plan_options(sglang_router_wheelhouse='/srv/wheels', sglang_router_host='10.0.0.2'),
-                                  {'a': 'http://a:30000'}, 'systemd')
-    assert offline['pip']['extra_args'] == '--no-index --find-links /srv/wheels'
-    assert offline['url'] == 'http://10.0.0.2:30080'
+def test_router_files_name_argv_and_files():
+    workers = {'a': 'http://a:30000', 'b': 'http://b:30000'}
+    planned = _router.router_files(router_options(), workers, 'process')
+    paths, argv = planned['paths'], planned['argv']
+    assert paths == {'unit': 'llmops-sglang-router-main.service', 'script': '/etc/llmops/sglang-router-main.sh',
+                     'key_file': '/etc/llmops/sglang-router-main.key', 'shim': '/etc/llmops/llmops_router_launch.py',
+                     'pidfile': '/run/llmops/sglang-router-main.pid'}
+    assert argv[:6] == ['/opt/llmops/sglang-router/bin/python', '/etc/llmops/llmops_router_launch.py',
+                        '--host', '0.0.0.0', '--port', '30080']
+    assert argv[argv.index('--health-check-endpoint') + 1] == '/health'
+    assert argv[argv.index('--policy') + 1] == 'round_robin'
+    assert argv[-5:] == ['--worker-urls', 'http://a:30000', 'http://b:30000', '--log-level', 'debug']
+    assert planned['directories'] == ['/etc/llmops', '/var/log/llmops']
+    shim, script = planned['files']
+    assert shim['path'] == '/etc/llmops/llmops_router_launch.py' and shim['mode'] == 0o755
+    assert 'KEY_FILE = "/etc/llmops/sglang-router-main.key"' in shim['content']
+    assert script['path'] == '/etc/llmops/sglang-router-main.sh' and script['mode'] == 0o755
+    assert script['content'].startswith('#!/bin/sh\n# Ansible managed\n')
+    assert "exec /opt/llmops/sglang-router/bin/python /etc/llmops/llmops_router_launch.py --host 0.0.0.0" in script['content']
+    unit = _router.router_files(router_options(extra_args=[], stop_timeout=30), {'a': 'http://a:30000'}, 'systemd')
+    launch = unit['files'][1]
+    assert launch['path'] == '/etc/systemd/system/llmops-sglang-router-main.service' and launch['mode'] == 0o644
+    assert 'ExecStart="/opt/llmops/sglang-router/bin/python" ' in launch['content'] and '(1 workers)' in launch['content']
+    assert 'TimeoutStopSec=30\n' in launch['content'] and unit['argv'][-2:] == ['--worker-urls', 'http://a:30000']
 
 
-@pytest.mark.parametrize('files, changes, restart, state', [
-    ({'changed': False}, [{'changed': False}, {'skipped': True}, {'changed': False}], False, 'started'),
-    ({'changed': True}, [], False, 'restarted'),
-    ({'changed': False}, [{'changed': False}, {'changed': True}, {'skipped': True}], False, 'restarted'),
-    (None, [None], True, 'restarted'),
+@pytest.mark.parametrize('launcher', ['process', 'systemd'])
+def test_launch_endpoints_read_back_what_the_launch_file_sets(launcher):
+    planned = _router.router_files(router_options(host='10.0.0.9', port=31000, prometheus_port=29100), WORKERS, launcher)
+    assert _router.launch_endpoints(planned['files'][1]['content']) == {
+        'host': '10.0.0.9', 'port': '31000', 'prometheus_host': '127.0.0.1', 'prometheus_port': '29100'}
+    assert _router.launch_endpoints(None) == {} and _router.launch_endpoints('#!/bin/sh\n') == {}
+
+
+@pytest.mark.parametrize('state, restart, changes, expected', [
+    ('started', False, [False, False], 'started'),
+    ('started', False, [False, True], 'restarted'),
+    ('started', True, [], 'restarted'),
+    ('restarted', False, [], 'restarted'),
+    ('stopped', True, [True], 'stopped'),
 ])
-def test_decision(files, changes, restart, state):
-    plan = {'launcher': 'process', 'process': {'name': 'sglang-router-main'}}
-    decided = _router.decision(plan, files, changes, restart)
-    assert decided['state'] == state and decided['process'] == {'name': 'sglang-router-main', 'state': state}
-    assert decided['files_changed'] is bool((files or {}).get('changed')) and decided['launcher'] == 'process'
-    assert plan['process'] == {'name': 'sglang-router-main'}
+def test_process_state(state, restart, changes, expected):
+    assert _router.process_state(state, restart, changes) == expected
 
 
-def test_result():
-    decided = {'state': 'started', 'launcher': 'systemd', 'url': 'http://127.0.0.1:30080', 'workers': {'a': 'http://a:1'},
-               'argv': []}
-    assert _router.result(decided, {'status': 200, 'json': {'ok': True}}) == {
-        'state': 'started', 'launcher': 'systemd', 'url': 'http://127.0.0.1:30080', 'workers': ['http://a:1'],
-        'ready': {'ok': True}}
-    assert _router.result(decided, {'skipped': True})['ready'] is None
+@pytest.mark.parametrize('comm, found, manager', [
+    ('systemd', [], 'systemd'), ('tini', ['/run/systemd/system/'], 'process'), ('', ['/run/systemd/system/'], 'systemd'),
+    ('init', [], 'process'), ('bash', ['/dev/.systemd/'], 'systemd'),
+])
+def test_service_manager(comm, found, manager):
+    assert _router.service_manager(read=lambda path: comm, exists=lambda path: path in found) == manager
+
+
+def test_wait_idle_counts_reads_until_idle():
+    loads = iter([2, 2, 1, 0])  # the first answers the probe
+
+    def request(method, path, timeout=None, **kwargs):
+        if path == '/get_load':
+            return 200, ('[{"num_reqs": %d, "num_waiting_reqs": 0}]' % next(loads)).encode()
+        raise AssertionError(path)
+    clock = iter([0.0, 0.1, 0.6, 1.1])
+    result = _router.wait_idle(request, 300, 0.5, 'auto', 5, clock=lambda: next(clock), sleep=lambda s: None)
+    assert result['idle'] and result['reads'] == 3 and result['source'] == 'get_load' and result['requests'] == 0
 
 
 def test_drain_outcome_messages():

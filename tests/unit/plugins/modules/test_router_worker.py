@@ -155,15 +155,90 @@ def test_status_reads_the_router_even_in_check_mode(router, capsys):
     result, out = run(capsys, router, state='status', worker=None, workers={'a': A, 'b': B, 'c': 'http://c:1'},
                       _ansible_check_mode=True)
     assert not result['changed'] and KEY not in out and router.changes() == []
+    text = result['status'].pop('text')
     assert result['status'] == {'url': router.url, 'up': True, 'ready': True, 'missing': ['http://c:1'],
                                 'workers': [{'url': A, 'healthy': True, 'load': 0, 'breaker': 'closed'},
                                             {'url': B, 'healthy': True, 'load': 0, 'breaker': 'open'}]}
+    assert text == (' r1: router ready=True %s; r1: worker %s healthy=True breaker=closed load=0; r1: worker %s '
+                    'healthy=True breaker=open load=0; r1: worker http://c:1 not in the router; ' % (router.url, A, B))
 
 
 def test_status_of_a_router_that_does_not_answer_or_refuses_the_key(router, capsys):
     result, dummy = run_main(module.main, capsys, router='r9', url='http://127.0.0.1:9', metrics_url='http://127.0.0.1:9/m',
                              state='status', workers={'a': A}, request_timeout=2)
     assert not result.get('failed') and result['status'] == {'url': 'http://127.0.0.1:9', 'up': False, 'ready': False,
-                                                             'workers': [], 'missing': [A]}
+                                                             'workers': [], 'missing': [A],
+                                                             'text': ' r9: router ready=False http://127.0.0.1:9; '
+                                                                     'r9: worker %s not in the router; ' % A}
     refused, dummy = run(capsys, router, state='status', api_key='sk-wrong')
     assert not refused.get('failed') and refused['status']['up'] is False and refused['status']['missing'] == [A, B]
+
+
+def test_server_and_draining_hosts_name_the_urls(router, capsys):
+    """The server's URL from its host in workers; draining hosts (or URLs) outside workers do not count."""
+    result, dummy = run(capsys, router, state='absent', worker=None, server='a', draining=['a', 'b', 'elsewhere'],
+                        max_unavailable=1, _ansible_check_mode=True)
+    assert result['failed'] and 'draining a, b would leave 2 of 2 servers out of router r1' in result['msg']
+    result, dummy = run(capsys, router, state='absent', worker=None, server='a', draining=['a', 'elsewhere'],
+                        max_unavailable=1, _ansible_check_mode=True)
+    assert not result.get('failed') and result['worker'] == A and result['action'] == 'remove'
+
+
+def test_router_urls_from_its_launch_script(tmp_path):
+    (tmp_path / 'sglang-router-main.sh').write_text(
+        '#!/bin/sh\nexec /v/bin/python /etc/llmops/shim.py --host 10.0.0.9 --port 31000 --prometheus-host 0.0.0.0 '
+        '--prometheus-port 29100 --worker-urls http://a:1\n')
+    params = dict.fromkeys(module.ARGUMENT_SPEC)
+    params.update(config_dir=str(tmp_path), port=30080)
+    resolved = module.resolve(params)
+    assert resolved['url'] == 'http://10.0.0.9:31000' and resolved['metrics_url'] == 'http://127.0.0.1:29100/metrics'
+    params.update(config_dir=str(tmp_path / 'none'), host='0.0.0.0', port=30081)
+    assert module.resolve(params)['url'] == 'http://127.0.0.1:30081'
+    params.update(url='http://r:1', metrics_url='http://r:2/metrics')
+    assert module.resolve(params)['url'] == 'http://r:1'
+
+
+class LoadServer:
+    """A server whose /get_load reports ``load`` requests."""
+
+    def __init__(self, load):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                data = json.dumps([{'num_reqs': server.load, 'num_waiting_reqs': 0}]).encode()
+                self.send_response(200 if self.path == '/get_load' else 404)
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.load = load
+        self.http = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.url = 'http://127.0.0.1:%d' % self.http.server_address[1]
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize('load, fail_on_timeout, failed, msg', [
+    (0, True, False, 'ns1: idle '),
+    (1, False, False, 'WARNING: ns1 still had 1 running or queued requests 0.3 s after it left the router; stopping it '
+                      'anyway'),
+    (1, True, True, 'ns1 still had 1 running or queued requests 0.3 s after it left the router; it keeps running, out '
+                    'of the router.'),
+])
+def test_idle_waits_and_judges_the_wait(capsys, load, fail_on_timeout, failed, msg):
+    server = LoadServer(load)
+    try:
+        result, dummy = run_main(module.main, capsys, state='idle', server='ns1', workers={'ns1': server.url},
+                                 timeout=0.3, fail_on_timeout=fail_on_timeout, version='')
+    finally:
+        server.http.shutdown()
+    assert bool(result.get('failed')) is failed and result['msg'].startswith(msg) and result['source'] == 'get_load'
+    assert result['idle'] is (load == 0)
+
+
+def test_idle_is_skipped_in_check_mode(capsys):
+    result, dummy = run_main(module.main, capsys, state='idle', worker='http://127.0.0.1:9', _ansible_check_mode=True)
+    assert result['msg'] == '' and result['idle'] is None and not result['changed']

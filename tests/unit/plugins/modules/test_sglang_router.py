@@ -1,0 +1,47 @@
+"""Module sglang_router writes the router's files and key, and decides its start or restart."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from ansible_collections.llmops.serving.plugins.modules import sglang_router as module
+from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
+
+KEY = 'sk-router-key'
+
+
+def run(capsys, tmp_path, **args):
+    params = dict(workers={'a': 'http://10.0.0.1:30000'}, config_dir=str(tmp_path / 'etc'), run_dir=str(tmp_path / 'run'),
+                  log_path=str(tmp_path / 'log' / 'router.log'), launcher='process', api_key=KEY, name=None, port=None)
+    params.update(args)
+    return run_main(module.main, capsys, **params)
+
+
+def test_check_mode_is_the_plan_and_writes_nothing(capsys, tmp_path):
+    result, out = run(capsys, tmp_path, _ansible_check_mode=True, _ansible_diff=True)
+    assert result['changed'] and result['state'] == 'restarted' and not (tmp_path / 'etc').exists()
+    assert KEY not in out and result['script'] == str(tmp_path / 'etc' / 'sglang-router-main.sh')
+    assert any(d['after'].startswith('#!/bin/sh') for d in result['diff'])
+    assert result['result'] == {'state': 'restarted', 'launcher': 'process', 'url': 'http://127.0.0.1:30080',
+                                'workers': ['http://10.0.0.1:30000']}
+
+
+def test_writes_then_changes_nothing_and_restarts_on_a_change(capsys, tmp_path):
+    first, out = run(capsys, tmp_path)
+    key_file = tmp_path / 'etc' / 'sglang-router-main.key'
+    assert first['changed'] and KEY not in out and key_file.read_text() == KEY + '\n'
+    assert stat.S_IMODE(os.stat(str(key_file)).st_mode) == 0o600 and (tmp_path / 'log').is_dir()
+    again, dummy = run(capsys, tmp_path)
+    assert not again['changed'] and again['state'] == 'started' and again['files'] == []
+    installed, dummy = run(capsys, tmp_path, restart_on=[{'changed': True}])
+    assert not installed['changed'] and installed['state'] == 'restarted'
+    forced, dummy = run(capsys, tmp_path, restart=True)
+    assert forced['state'] == 'restarted'
+    flags, dummy = run(capsys, tmp_path, retry_max_retries=4, _ansible_diff=True)
+    assert flags['changed'] and flags['state'] == 'restarted' and flags['files'] == [str(tmp_path / 'etc' / 'sglang-router-main.sh')]
+    assert '--retry-max-retries 4' in (tmp_path / 'etc' / 'sglang-router-main.sh').read_text()
+    keyless, dummy = run(capsys, tmp_path, api_key='')
+    assert keyless['state'] == 'restarted' and not key_file.exists()
+    stopped, dummy = run(capsys, tmp_path, api_key='', state='stopped')
+    assert not stopped['changed'] and stopped['state'] == 'stopped'

@@ -53,9 +53,10 @@ options:
     type: list
     elements: path
   metadata:
-    description: What ran with these files (argv, version, depth, drafter fingerprint...), returned as recorded.
+    description:
+      - What ran with these files (argv, version, depth, drafter fingerprint...), returned as recorded.
+      - Empty where not set or null.
     type: dict
-    default: {}
   fingerprints:
     description:
       - Files or directories (a drafter checkpoint) whose state is recorded with the configuration - for each
@@ -68,17 +69,17 @@ options:
         C(NAME.<time>.orig) of a rewrite; the drafter role's C(drafter_backup)) and whose content is the
         recorded one (RV(restored_from_backup)); it lists in RV(changed_since_record) and warns about what still
         differs, no backup holding it.
+      - None where not set or null.
     type: list
     elements: path
-    default: []
   state_dir:
-    description: Directory of the records.
+    description: Directory of the records; C(/var/lib/llmops/last-good) where not set or null.
     type: path
-    default: /var/lib/llmops/last-good
   history:
-    description: How many good configurations are kept per server (the newest first), with V(recorded).
+    description:
+      - How many good configurations are kept per server (the newest first), with V(recorded).
+      - 3 where not set or null.
     type: int
-    default: 3
     version_added: 1.0.0
   rollback_to:
     description:
@@ -146,6 +147,14 @@ fingerprints:
   description: The recorded state of the O(fingerprints) files, by path (size, mtime_ns, sha256).
   returned: when found
   type: dict
+fingerprint_paths:
+  description:
+    - The paths of RV(fingerprints), sorted - what O(fingerprints) takes to record this configuration again
+      (the sglang_server role does after a rollback to an older record).
+  returned: when found
+  type: list
+  elements: path
+  version_added: 1.1.0
 history:
   description: The records kept, newest first - no file contents.
   returned: always
@@ -202,12 +211,15 @@ ARGUMENT_SPEC = dict(
     name=dict(type='str', required=True),
     state=dict(type='str', choices=['recorded', 'restored', 'read'], default='read'),
     files=dict(type='list', elements='path'),
-    metadata=dict(type='dict', default={}),
-    fingerprints=dict(type='list', elements='path', default=[]),
-    state_dir=dict(type='path', default=DEFAULT_STATE_DIR),
-    history=dict(type='int', default=DEFAULT_HISTORY),
+    metadata=dict(type='dict'),
+    fingerprints=dict(type='list', elements='path'),
+    state_dir=dict(type='path'),
+    history=dict(type='int'),
     rollback_to=dict(type='str'),
 )
+# The defaults of the options above: a task may pass null for any of them (a role passes its variable as it
+# is), and AnsibleModule applies no spec default to a null, so main() fills them in.
+DEFAULTS = dict(metadata={}, fingerprints=[], state_dir=DEFAULT_STATE_DIR, history=DEFAULT_HISTORY)
 
 
 def record(module, store, history):
@@ -277,6 +289,9 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
                            required_if=[('state', 'recorded', ('files',))])
     params = module.params
+    for name, value in DEFAULTS.items():
+        if params[name] is None:
+            params[name] = value
     try:
         store = Record(params['state_dir'], params['name'])
         history = store.history()
@@ -302,6 +317,7 @@ def main():
     if current is not None:
         result.update(recorded_at=current['recorded_at'], metadata=current['metadata'],
                       fingerprints=current.get('fingerprints') or {},
+                      fingerprint_paths=sorted(current.get('fingerprints') or {}),
                       files=[item['path'] for item in current['files']])
     if drifted is not None:
         result.update(changed_since_record=drifted, restored_from_backup=restored)

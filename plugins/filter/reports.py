@@ -14,10 +14,6 @@ def router_status_text(hosts, hostvars):
     return _reports.router_status_text([(host, hostvars[host]['sglang_router_status']) for host in hosts])
 
 
-def rollback_selection(record, host):
-    return _reports.rollback_selection(host, record)
-
-
 def rollback_outcome(result, host):
     return _reports.rollback_outcome(host, result)
 
@@ -33,5 +29,5 @@ def remediation_journal_rows(hosts, hostvars):
 
 class FilterModule:
     def filters(self):
-        return {'router_status_text': router_status_text, 'rollback_selection': rollback_selection,
-                'rollback_outcome': rollback_outcome, 'remediation_journal_rows': remediation_journal_rows}
+        return {'router_status_text': router_status_text, 'rollback_outcome': rollback_outcome,
+                'remediation_journal_rows': remediation_journal_rows}

@@ -197,6 +197,16 @@ restored_from_backup:
   type: list
   elements: str
   version_added: 1.0.0
+restore_summary:
+  description:
+    - With V(restored), one line on what is put back (in check mode, what would be) - the record's id, how many
+      good configurations back, when it passed, its engine, version and depth, the files to restore, the drafter
+      files put back from their backups and those that no backup holds.
+    - C(playbooks/rollback.yml) shows it for each host before any server stops.
+  returned: when O(state=restored) and a record was found
+  type: str
+  sample: 'record 3f2a9c01 (1 back, passed 2026-12-01T10:00:00Z): sglang 0.5.15, depth 3; files to restore: /etc/llmops/sglang-main.sh'
+  version_added: 1.1.0
 '''
 
 import os
@@ -205,7 +215,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
 from ansible_collections.llmops.serving.plugins.module_utils._last_good import (
     DEFAULT_HISTORY, DEFAULT_STATE_DIR, Record, fingerprint, matches, read_file, recorded_files, restore_fingerprinted,
-    select, summary)
+    restore_summary, select, summary)
 
 ARGUMENT_SPEC = dict(
     name=dict(type='str', required=True),
@@ -321,6 +331,8 @@ def main():
                       files=[item['path'] for item in current['files']])
     if drifted is not None:
         result.update(changed_since_record=drifted, restored_from_backup=restored)
+    if params['state'] == 'restored' and current is not None:
+        result['restore_summary'] = restore_summary(selected, current['metadata'], changed_files, restored, drifted)
     if module._diff and diffs:
         result['diff'] = diffs
     module.exit_json(**result)

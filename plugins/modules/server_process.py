@@ -43,7 +43,6 @@ options:
       - V(restarted) stops (if running), then starts.
       - V(status) only reports.
     type: str
-    type: str
     choices: [started, stopped, restarted, status]
     default: started
   command:

@@ -10,10 +10,6 @@ from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args
 from ansible_collections.llmops.serving.plugins.plugin_utils._filters import as_filter
 
 
-def launch_argv(spec, version=None, options=None):
-    return args.build_argv(spec, version=version, options=options or None)
-
-
 def speculative_settings(speculative):
     return args.running_speculative(speculative)
 
@@ -47,7 +43,6 @@ def env_file(env):
 class FilterModule:
     def filters(self):
         return {name: as_filter(function, args.LaunchArgsError, named=False) for name, function in (
-            ('launch_argv', launch_argv),
             ('speculative_settings', speculative_settings),
             ('launch_command', launch_command),
             ('shell_join', shell_join),

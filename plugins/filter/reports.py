@@ -10,10 +10,6 @@ from collections.abc import Mapping
 from ansible_collections.llmops.serving.plugins.module_utils import _reports
 
 
-def rollback_selection(record, host):
-    return _reports.rollback_selection(host, record)
-
-
 def rollback_outcome(result, host):
     return _reports.rollback_outcome(host, result)
 
@@ -29,5 +25,4 @@ def remediation_journal_rows(hosts, hostvars):
 
 class FilterModule:
     def filters(self):
-        return {'rollback_selection': rollback_selection,
-                'rollback_outcome': rollback_outcome, 'remediation_journal_rows': remediation_journal_rows}
+        return {'rollback_outcome': rollback_outcome, 'remediation_journal_rows': remediation_journal_rows}

@@ -23,10 +23,6 @@ def server_result(plan, health, rank_health, pid, engine, check_mode=False):
     return _server_role.result(plan, health, rank_health, pid, engine, boolean(check_mode, strict=False))
 
 
-def server_record_restored(restored):
-    return _server_role.record_restored(restored)
-
-
 def server_status(process_status, unit_status, info):
     return _server_role.status(process_status or {}, unit_status or {}, info)
 
@@ -37,6 +33,5 @@ class FilterModule:
             ('server_names', server_names),
             ('server_decision', server_decision),
             ('server_result', server_result),
-            ('server_record_restored', server_record_restored),
             ('server_status', server_status),
         )}

@@ -194,6 +194,20 @@ def select(history, which):
     raise LookupError('%s; the %d records kept, newest first: %s' % (problem, len(history), kept))
 
 
+def restore_summary(selected, metadata, changed_files, restored_from_backup, changed_since_record):
+    """One line on what ``state=restored`` puts back (or would, in check mode): the ``selected`` record, its
+    engine (``metadata``), the files it restores and the drafter files put back from their backups."""
+    selected, metadata = selected or {}, metadata or {}
+    text = 'record %s (%s back, passed %s): %s %s, depth %s; files to restore: %s' % (
+        selected.get('id'), selected.get('index'), selected.get('recorded_at'), metadata.get('engine', 'sglang'),
+        metadata.get('version'), metadata.get('depth'), ', '.join(changed_files) if changed_files else 'none')
+    if restored_from_backup:
+        text += '; drafter files put back from their backups: ' + ', '.join(restored_from_backup)
+    if changed_since_record:
+        text += '; changed since it was recorded, no backup holds it, not restored: ' + ', '.join(changed_since_record)
+    return text
+
+
 def summary(history):
     """What ``state=read`` shows of each record (newest first): no file contents."""
     return [dict(index=i, id=item['id'], recorded_at=item['recorded_at'], metadata=item['metadata'],

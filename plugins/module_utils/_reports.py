@@ -31,21 +31,6 @@ def router_status_text(statuses):
     return text
 
 
-def rollback_selection(host, record):
-    """What ``host`` goes back to, from last_good_config's result with ``state=restored`` in check mode:
-    the record, its engine, the files it restores and the drafter files put back from their backups."""
-    selected, metadata = record.get('selected') or {}, record.get('metadata') or {}
-    changed = record.get('changed_files') or []
-    text = '%s: record %s (%s back, passed %s): %s %s, depth %s; files to restore: %s' % (
-        host, selected.get('id'), selected.get('index'), selected.get('recorded_at'), metadata.get('engine', 'sglang'),
-        metadata.get('version'), metadata.get('depth'), ', '.join(changed) if changed else 'none')
-    if record.get('restored_from_backup'):
-        text += '; drafter files put back from their backups: ' + ', '.join(record['restored_from_backup'])
-    if record.get('changed_since_record'):
-        text += '; changed since it was recorded, no backup holds it, not restored: ' + ', '.join(record['changed_since_record'])
-    return text
-
-
 def rollback_outcome(host, result):
     """The server ``host`` serves after a rollback (the sglang_server role's ``sglang_server_result``)."""
     return '%s: %s to record %s, pid %s, %s %s, depth %s, accept length %s' % (

@@ -157,13 +157,6 @@ def _int(value):
         return 0
 
 
-def record_restored(restored):
-    """The arguments of llmops.serving.last_good_config that record again, as the newest, the configuration
-    ``restored`` (its result with state=restored) put back: its files, the paths of its fingerprints, its metadata."""
-    return {'state': 'recorded', 'files': restored['files'], 'fingerprints': list(restored['fingerprints']),
-            'metadata': restored['metadata']}
-
-
 def status(process_status, unit_status, info):
     """``sglang_server_status``: whether the server runs and its PID (the pidfile of the process launcher, else
     the unit's state; ``unit_status`` is skipped where there is no unit) and what the server said of itself

@@ -806,7 +806,7 @@ def launch_command(python, argv, engine='sglang', shim=None):
     unknown = [str(arg) for arg in argv if str(arg).startswith(VERSION_DEPENDENT)]
     if unknown:
         raise LaunchArgsError('the launch argv was built without the server version, so %s is not known: '
-                              'build it with launch_argv(version=..., options=...) from sglang_launch_check'
+                              'build it with the version and options sglang_launch_check reports'
                               % unknown[0])
     module = SERVER_MODULES[engine]
     head = [python, shim, module] if shim else [python, '-m', module]

@@ -53,9 +53,10 @@ options:
     type: list
     elements: path
   metadata:
-    description: What ran with these files (argv, version, depth, drafter fingerprint...), returned as recorded.
+    description:
+      - What ran with these files (argv, version, depth, drafter fingerprint...), returned as recorded.
+      - Empty where not set or null.
     type: dict
-    default: {}
   fingerprints:
     description:
       - Files or directories (a drafter checkpoint) whose state is recorded with the configuration - for each
@@ -68,17 +69,17 @@ options:
         C(NAME.<time>.orig) of a rewrite; the drafter role's C(drafter_backup)) and whose content is the
         recorded one (RV(restored_from_backup)); it lists in RV(changed_since_record) and warns about what still
         differs, no backup holding it.
+      - None where not set or null.
     type: list
     elements: path
-    default: []
   state_dir:
-    description: Directory of the records.
+    description: Directory of the records; C(/var/lib/llmops/last-good) where not set or null.
     type: path
-    default: /var/lib/llmops/last-good
   history:
-    description: How many good configurations are kept per server (the newest first), with V(recorded).
+    description:
+      - How many good configurations are kept per server (the newest first), with V(recorded).
+      - 3 where not set or null.
     type: int
-    default: 3
     version_added: 1.0.0
   rollback_to:
     description:
@@ -146,6 +147,14 @@ fingerprints:
   description: The recorded state of the O(fingerprints) files, by path (size, mtime_ns, sha256).
   returned: when found
   type: dict
+fingerprint_paths:
+  description:
+    - The paths of RV(fingerprints), sorted - what O(fingerprints) takes to record this configuration again
+      (the sglang_server role does after a rollback to an older record).
+  returned: when found
+  type: list
+  elements: path
+  version_added: 1.1.0
 history:
   description: The records kept, newest first - no file contents.
   returned: always
@@ -188,6 +197,16 @@ restored_from_backup:
   type: list
   elements: str
   version_added: 1.0.0
+restore_summary:
+  description:
+    - With V(restored), one line on what is put back (in check mode, what would be) - the record's id, how many
+      good configurations back, when it passed, its engine, version and depth, the files to restore, the drafter
+      files put back from their backups and those that no backup holds.
+    - C(playbooks/rollback.yml) shows it for each host before any server stops.
+  returned: when O(state=restored) and a record was found
+  type: str
+  sample: 'record 3f2a9c01 (1 back, passed 2026-12-01T10:00:00Z): sglang 0.5.15, depth 3; files to restore: /etc/llmops/sglang-main.sh'
+  version_added: 1.1.0
 '''
 
 import os
@@ -196,18 +215,21 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
 from ansible_collections.llmops.serving.plugins.module_utils._last_good import (
     DEFAULT_HISTORY, DEFAULT_STATE_DIR, Record, fingerprint, matches, read_file, recorded_files, restore_fingerprinted,
-    select, summary)
+    restore_summary, select, summary)
 
 ARGUMENT_SPEC = dict(
     name=dict(type='str', required=True),
     state=dict(type='str', choices=['recorded', 'restored', 'read'], default='read'),
     files=dict(type='list', elements='path'),
-    metadata=dict(type='dict', default={}),
-    fingerprints=dict(type='list', elements='path', default=[]),
-    state_dir=dict(type='path', default=DEFAULT_STATE_DIR),
-    history=dict(type='int', default=DEFAULT_HISTORY),
+    metadata=dict(type='dict'),
+    fingerprints=dict(type='list', elements='path'),
+    state_dir=dict(type='path'),
+    history=dict(type='int'),
     rollback_to=dict(type='str'),
 )
+# The defaults of the options above: a task may pass null for any of them (a role passes its variable as it
+# is), and AnsibleModule applies no spec default to a null, so main() fills them in.
+DEFAULTS = dict(metadata={}, fingerprints=[], state_dir=DEFAULT_STATE_DIR, history=DEFAULT_HISTORY)
 
 
 def record(module, store, history):
@@ -277,6 +299,9 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
                            required_if=[('state', 'recorded', ('files',))])
     params = module.params
+    for name, value in DEFAULTS.items():
+        if params[name] is None:
+            params[name] = value
     try:
         store = Record(params['state_dir'], params['name'])
         history = store.history()
@@ -302,9 +327,12 @@ def main():
     if current is not None:
         result.update(recorded_at=current['recorded_at'], metadata=current['metadata'],
                       fingerprints=current.get('fingerprints') or {},
+                      fingerprint_paths=sorted(current.get('fingerprints') or {}),
                       files=[item['path'] for item in current['files']])
     if drifted is not None:
         result.update(changed_since_record=drifted, restored_from_backup=restored)
+    if params['state'] == 'restored' and current is not None:
+        result['restore_summary'] = restore_summary(selected, current['metadata'], changed_files, restored, drifted)
     if module._diff and diffs:
         result['diff'] = diffs
     module.exit_json(**result)

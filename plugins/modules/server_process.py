@@ -59,21 +59,19 @@ options:
       - Each start begins a new file; the previous one is kept with the suffix C(.1).
     type: path
   chdir:
-    description: Working directory of the process.
+    description: Working directory of the process; C(/) where not set or null.
     type: path
-    default: /
   stop_timeout:
-    description: Seconds between C(SIGTERM) and C(SIGKILL) when stopping.
+    description: Seconds between C(SIGTERM) and C(SIGKILL) when stopping; 60 where not set or null.
     type: float
-    default: 60
   kill_timeout:
-    description: Seconds to wait after C(SIGKILL) before failing.
+    description: Seconds to wait after C(SIGKILL) before failing; 30 where not set or null.
     type: float
-    default: 30
   startup_check:
-    description: Seconds to watch a new process; if it exits within them, the task fails with the end of its log.
+    description:
+      - Seconds to watch a new process; if it exits within them, the task fails with the end of its log.
+      - 1 where not set or null.
     type: float
-    default: 1
 '''
 
 EXAMPLES = r'''
@@ -123,11 +121,22 @@ ARGUMENT_SPEC = dict(
     command=dict(type='list', elements='str'),
     pidfile=dict(type='path', required=True),
     log_path=dict(type='path'),
-    chdir=dict(type='path', default='/'),
-    stop_timeout=dict(type='float', default=60),
-    kill_timeout=dict(type='float', default=30),
-    startup_check=dict(type='float', default=1),
+    chdir=dict(type='path'),
+    stop_timeout=dict(type='float'),
+    kill_timeout=dict(type='float'),
+    startup_check=dict(type='float'),
 )
+# The defaults of the options above: a task may pass null for any of them (a role passes its variable as it
+# is), and AnsibleModule applies no spec default to a null, so the module fills them in (unset_nulls).
+DEFAULTS = dict(chdir='/', stop_timeout=60.0, kill_timeout=30.0, startup_check=1.0)
+
+
+def unset_nulls(params, defaults):
+    """``params`` with each option of ``defaults`` that is null (unset, or null in the task) set to its default."""
+    for name, value in defaults.items():
+        if params.get(name) is None:
+            params[name] = value
+    return params
 
 
 def read_pidfile(path):
@@ -261,6 +270,7 @@ def main():
         required_if=[('state', 'started', ('command', 'log_path')), ('state', 'restarted', ('command', 'log_path'))],
         supports_check_mode=True,
     )
+    unset_nulls(module.params, DEFAULTS)
     state = module.params['state']
     running = leader(module.params['pidfile'])
     result = dict(changed=False, running=running is not None, pid=running.pid if running else None)

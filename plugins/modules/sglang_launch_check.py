@@ -19,7 +19,7 @@ description:
     0.5.11 to 0.5.23. Real SGLang needs about 20 seconds to print its help; with O(help_cache_dir) the parsed
     option list is kept per interpreter, engine, installed release and environment, and read back on the next run.
   - The flag rules and the help parsing live in C(module_utils/_sglang_args.py), shared with the
-    P(llmops.serving.launch_argv#filter) filter.
+    P(llmops.serving.sglang_server#role) role's plan.
 attributes:
   check_mode:
     support: full
@@ -99,7 +99,7 @@ cli:
   description: >-
     C(engine), C(version), C(module) (the server module) and C(options): per option string, C(takes_value),
     C(choices) and, for an option that takes other than one value, C(nargs) (including the SGLang options
-    of that version whose help is hidden); the input of P(llmops.serving.launch_argv#filter)'s O(llmops.serving.launch_argv#filter:options).
+    of that version whose help is hidden), against which the P(llmops.serving.sglang_server#role) role checks its argv.
   type: dict
   returned: when no path of O(paths) is missing
 help_cached:

@@ -32,13 +32,6 @@ def test_server_result_and_status():
     assert FILTERS['server_status']({'running': False, 'pid': None}, None, info)['running'] is False
 
 
-def test_server_record_restored():
-    restored = {'files': ['/etc/llmops/a.env'], 'fingerprints': {'/models/d': {'size': 1}}, 'metadata': {'version': '1'},
-                'selected': {'index': 1}}
-    assert FILTERS['server_record_restored'](restored) == {
-        'state': 'recorded', 'files': ['/etc/llmops/a.env'], 'fingerprints': ['/models/d'], 'metadata': {'version': '1'}}
-
-
 def test_errors_are_filter_errors():
     with pytest.raises(AnsibleFilterError, match='server_result'):
         FILTERS['server_result']({}, {}, {}, None, 'sglang')

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from ansible_collections.llmops.serving.plugins.module_utils import _last_good
 from ansible_collections.llmops.serving.plugins.module_utils._last_good import Record, record_id, select
 
 
@@ -108,3 +109,15 @@ def test_an_id_prefix_of_digits_only_is_an_id_not_a_count():
 def test_previous_without_a_previous_record_is_refused():
     with pytest.raises(LookupError, match=r'previous \(1 back\) is not kept; the 1 records kept'):
         select(HISTORY[:1], 'previous')
+
+
+def test_restore_summary_names_the_record_its_files_and_the_backups():
+    selected = {'id': 'abc123', 'index': 1, 'recorded_at': '2026-01-01T00:00:00Z'}
+    assert _last_good.restore_summary(selected, {'version': '0.5.15', 'depth': 3}, ['argv.json', 'env'],
+                                      ['drafter/config.json'], []) == (
+        'record abc123 (1 back, passed 2026-01-01T00:00:00Z): sglang 0.5.15, depth 3; files to restore: argv.json, env; '
+        'drafter files put back from their backups: drafter/config.json')
+    assert _last_good.restore_summary(selected, {'engine': 'vllm', 'version': '0.9', 'depth': None}, [], None,
+                                      ['drafter/model.safetensors']).endswith(
+        'vllm 0.9, depth None; files to restore: none; changed since it was recorded, no backup holds it, not restored: '
+        'drafter/model.safetensors')

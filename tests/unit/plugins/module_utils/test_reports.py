@@ -17,20 +17,6 @@ def test_router_status_text_names_each_worker_and_the_missing_ones():
         'r1: worker http://ns2:30000 not in the router;  r2: router ready=False http://r2:30000; ')
 
 
-def test_rollback_selection_names_the_record_its_files_and_the_backups():
-    record = {'selected': {'id': 'abc123', 'index': 1, 'recorded_at': '2026-01-01T00:00:00Z'},
-              'metadata': {'version': '0.5.15', 'depth': 3}, 'changed_files': ['argv.json', 'env'],
-              'restored_from_backup': ['drafter/config.json'], 'changed_since_record': []}
-    assert _reports.rollback_selection('ns1', record) == (
-        'ns1: record abc123 (1 back, passed 2026-01-01T00:00:00Z): sglang 0.5.15, depth 3; files to restore: argv.json, env; '
-        'drafter files put back from their backups: drafter/config.json')
-    bare = dict(record, changed_files=[], restored_from_backup=None, changed_since_record=['drafter/model.safetensors'],
-                metadata={'engine': 'vllm', 'version': '0.9', 'depth': None})
-    assert _reports.rollback_selection('ns1', bare).endswith(
-        'vllm 0.9, depth None; files to restore: none; changed since it was recorded, no backup holds it, not restored: '
-        'drafter/model.safetensors')
-
-
 def test_rollback_outcome():
     result = {'state': 'rolled_back', 'record': {'id': 'abc'}, 'pid': 42, 'engine': 'sglang', 'version': '0.5.15',
               'depth': 16, 'accept_length': 2.5}

@@ -85,13 +85,6 @@ def test_result_state_from_rank_0_else_the_rank_else_started():
     assert _server_role.result(plan, {}, None, None, 'sglang', True)['state'] == 'check mode'
 
 
-def test_record_restored_lists_the_paths_of_the_fingerprints():
-    restored = {'files': ['/etc/llmops/sglang-main.env'], 'fingerprints': {'/d1': {}, '/d2': {}}, 'metadata': {'depth': 3},
-                'found': True, 'selected': {'index': 2}}
-    assert _server_role.record_restored(restored) == {'state': 'recorded', 'files': ['/etc/llmops/sglang-main.env'],
-                                                      'fingerprints': ['/d1', '/d2'], 'metadata': {'depth': 3}}
-
-
 def test_status():
     info = {'healthy': True, 'unauthorized': False, 'version': '0.5.15', 'speculative': {'depth': 3},
             'accept_length': 2.9, 'accept_length_source': 'metrics'}

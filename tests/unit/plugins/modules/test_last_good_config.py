@@ -234,3 +234,27 @@ def test_read_with_rollback_to_names_the_record_and_writes_nothing(capsys, host)
     first = run(capsys, check=True, name='other', state='recorded', files=host['files'], state_dir=host['state_dir'],
                 rollback_to='previous')
     assert first['changed'] and 'selected' not in first
+
+
+def test_null_options_take_their_defaults_and_a_restored_record_can_be_recorded_again(capsys, host, tmp_path):
+    drafter = tmp_path / 'drafter'
+    drafter.mkdir()
+    (drafter / 'config.json').write_text('{}')
+    first = run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'],
+                fingerprints=[str(drafter)], metadata=None, history=None)
+    assert first['changed'] and first['metadata'] == {}
+    restored = run(capsys, name='main', state='restored', state_dir=host['state_dir'], rollback_to=None)
+    assert restored['fingerprint_paths'] == [str(drafter / 'config.json')]
+    again = run(capsys, name='main', state='recorded', files=restored['files'], state_dir=host['state_dir'],
+                fingerprints=restored['fingerprint_paths'], metadata=restored['metadata'])
+    assert not again['changed']
+    assert run(capsys, name='main', state_dir=host['state_dir'], fingerprints=None)['found']
+
+
+def test_restored_says_in_one_line_what_it_puts_back(capsys, host):
+    run(capsys, name='main', state='recorded', files=host['files'], state_dir=host['state_dir'],
+        metadata={'version': '0.5.15', 'depth': 16})
+    (host['etc'] / 'main.sh').write_text('exec server --depth 3\n')
+    planned = run(capsys, check=True, name='main', state='restored', state_dir=host['state_dir'])
+    assert planned['restore_summary'].startswith('record %s (0 back, passed ' % planned['selected']['id'])
+    assert planned['restore_summary'].endswith('sglang 0.5.15, depth 16; files to restore: %s' % host['files'][1])

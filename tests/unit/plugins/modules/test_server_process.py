@@ -146,3 +146,12 @@ def wait_for_verdict(watch, timeout=10.0):
             return verdict
         assert time.monotonic() < deadline, 'no verdict within %.0f s' % timeout
         time.sleep(0.02)
+
+
+def test_null_options_take_their_defaults(capsys, paths):
+    args = dict(paths, chdir=None, stop_timeout=None, kill_timeout=None)
+    started = run(capsys, command=TREE, **args)
+    assert started['changed'] and started['running']
+    assert run(capsys, **dict(args, state='status'))['pid'] == started['pid']
+    assert not run(capsys, **dict(args, state='stopped', stop_timeout=None))['running']
+

@@ -144,8 +144,9 @@ options:
     type: dict
   server_result:
     description:
-      - What the C(sglang_server) role reports of the server it last started (C(sglang_server_result)): its URL is
-        benchmarked unless O(url) was set; with O(step=deployed) the candidate's launch; with O(step=restored), what runs.
+      - What the C(sglang_server) role reports of the server it last started (C(sglang_server_result)).
+      - Its URL is benchmarked unless O(url) was set; with O(step=deployed) it is the candidate's launch, with
+        O(step=restored) what runs.
     type: raw
   command:
     description: With O(step=deployed), the launch command of the candidate (C(sglang_server_plan.command)).

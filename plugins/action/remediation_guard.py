@@ -119,6 +119,7 @@ class ActionModule(ActionBase):
         if decision['reason'] in ('unknown_host', 'fleet_wide'):
             display.warning(decision['msg'])
         result.update(decision)
+        result['state_file'] = args['state_file']
         result['alert_raised'] = False
         if decision['fleet_alert'] and args['alertmanager_url'] and not self._task.check_mode:
             error = raise_fleet_alert(args['alertmanager_url'], decision)

@@ -185,6 +185,11 @@ retry_after:
   description: Seconds until the cooldown or the hourly budget allows this host again (else 0).
   type: float
   returned: unless O(state=planned)
+state_file:
+  description: O(state_file), the guard's state (the call with O(state=finished) names it again).
+  type: str
+  returned: unless O(state=planned)
+  version_added: 1.1.0
 alert_raised:
   description: Whether the fleet-wide alert was raised in Alertmanager (O(alertmanager_url)) by this call.
   type: bool

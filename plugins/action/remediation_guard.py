@@ -29,6 +29,7 @@ from ansible_collections.llmops.serving.plugins.modules.remediation_guard import
 
 display = Display()
 
+
 def with_defaults(args):
     """The task's arguments with each option left out or null at its default (the module's DEFAULTS)."""
     return dict(args, **dict((name, value) for name, value in DEFAULTS.items() if args.get(name) is None))

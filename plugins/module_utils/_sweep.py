@@ -518,4 +518,3 @@ def _summary_panels(out, specs, levels, baseline, depths, has_adaptive, top):
         out.append('<text x="%d" y="%d">concurrency %s</text>' % (x + 36, legend_y + 4, level))
     out.append('<text x="100" y="%d" fill="#555555">Ring: best at that concurrency. Bars: slowest to fastest round. '
                'Square / "adaptive": --speculative-adaptive, not on the depth axis.</text>' % (legend_y + 26))
-

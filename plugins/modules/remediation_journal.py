@@ -60,7 +60,9 @@ options:
     description: With O(step=started), what triggered the remediation. V(null) means V(by hand).
     type: str
   plan:
-    description: With O(step=outcome), where the remediation took the server (M(llmops.serving.remediation_guard), O(llmops.serving.remediation_guard#module:state=planned)).
+    description:
+      - With O(step=outcome), where the remediation took the server
+        (M(llmops.serving.remediation_guard), O(llmops.serving.remediation_guard#module:state=planned)).
     type: dict
   result:
     description: With O(step=outcome), what the C(sglang_server) role reports of the server (C(sglang_server_result)).
@@ -101,7 +103,9 @@ entries:
   elements: dict
   returned: success
 rows:
-  description: With O(state=read), one line of text per step, the host, the time and the step, then C(state=), C(depth=), C(accept_length=), C(reason=) where the step has them.
+  description:
+    - With O(state=read), one line of text per step, the host, the time and the step, then C(state=), C(depth=),
+      C(accept_length=), C(reason=) where the step has them.
   type: list
   elements: str
   returned: success

@@ -6,31 +6,21 @@
 """Controller side of llmops.serving.fleet_preflight: the checks that need the whole fleet at
 once (batches against the routers, keys, multi-node groups, the model's heads against TP,
 undeclared variable names), run once before the first batch of a rollout stops anything.
-The decisions are the pure functions of module_utils/_fleet.py; this file only reads each
-host's variables and plan (hostvars) and reports."""
+The decisions are the pure functions of module_utils/_fleet.py; this file only reads its task's
+arguments, each host's variables and plan (hostvars) and the inventory's groups, and reports."""
 
 from __future__ import annotations
 
 import os
 
-from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.serving.plugins.module_utils import _fleet
-from ansible_collections.llmops.serving.plugins.module_utils._options import validated
-from ansible_collections.llmops.serving.plugins.modules.fleet_preflight import ARGUMENT_SPEC
-from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
+from ansible_collections.llmops.serving.plugins.modules.fleet_preflight import ARGUMENT_SPEC, DEFAULTS
 
 display = Display()
-
-# The options the play's variables give where the task leaves them out.
-VARIABLES = {
-    'hosts': 'ansible_play_hosts_all',
-    'strict': 'llmops_strict',
-    'known': 'llmops_known_variables',
-    'router_group': 'sglang_router_group',
-    'worker_group': 'sglang_router_worker_group',
-}
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,15 +34,23 @@ def _get(hostvars, host, name, default=None):
     return default if value is None else value
 
 
-class ActionModule(RoleAction):
+def with_defaults(args, play_hosts):
+    """The task's arguments with each option left out or null at its default; ``hosts``: ``play_hosts``."""
+    out = dict(args, **dict((name, value) for name, value in DEFAULTS.items() if args.get(name) is None))
+    if out.get('hosts') is None:
+        out['hosts'] = list(play_hosts or [])
+    return out
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        args, errors = validated(ARGUMENT_SPEC, self._task.args, task_vars, self.role_variable, VARIABLES)
-        if errors:
-            raise AnsibleActionFail('fleet_preflight: %s' % '; '.join(errors))
+        args = with_defaults(self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1],
+                             task_vars.get('ansible_play_hosts_all'))
         hostvars = task_vars['hostvars']
         groups = task_vars.get('groups', {})
         servers = list(args['hosts'])

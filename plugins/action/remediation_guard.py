@@ -4,7 +4,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """Controller side of llmops.serving.remediation_guard: the guard's state file (locked, replaced
-atomically, mode 0600) and its journal of decisions; the decisions are module_utils/_guard.py's."""
+atomically, mode 0600) and its journal of decisions; the decisions are module_utils/_guard.py's.
+Reads only its task's arguments (the fleet, where given as a host pattern, is resolved against the
+inventory)."""
 
 from __future__ import annotations
 
@@ -22,46 +24,15 @@ from ansible.utils.display import Display
 from ansible_collections.llmops.serving.plugins.module_utils import _guard
 from ansible_collections.llmops.serving.plugins.module_utils._procs import STAT_STARTTIME, read_stat
 from ansible_collections.llmops.serving.plugins.module_utils._files import write_atomically
-from ansible_collections.llmops.serving.plugins.module_utils._options import validated
-from ansible_collections.llmops.serving.plugins.filter.fleet import server_hosts
-from ansible_collections.llmops.serving.plugins.modules.remediation_guard import ARGUMENT_SPEC
-from ansible_collections.llmops.serving.plugins.plugin_utils._role_action import RoleAction
+from ansible.plugins.action import ActionBase
+from ansible_collections.llmops.serving.plugins.modules.remediation_guard import ARGUMENT_SPEC, DEFAULTS
 
 display = Display()
 
-# The options that the variables of playbooks/remediate.yml give where the task leaves them out.
-VARIABLES = {
-    'host': 'llmops_remediate_host',
-    'collapsed_hosts': 'llmops_collapsed_hosts',
-    'state_file': 'llmops_remediate_state_file',
-    'cooldown': 'llmops_remediate_cooldown',
-    'max_per_hour': 'llmops_remediate_max_per_hour',
-    'max_collapsed_share': 'llmops_remediate_max_collapsed_share',
-    'report_window': 'llmops_remediate_report_window',
-    'alertmanager_url': 'llmops_remediate_alertmanager_url',
-}
 
-
-def fleet_pattern(task_vars, resolve):
-    """The host pattern of the fleet, as the plays of playbooks/remediate.yml and status.yml take it: llmops_hosts,
-    else the servers' group (sglang_router_worker_group) or every host but the routers (sglang_router_group)."""
-    if 'llmops_hosts' in task_vars:
-        return resolve('llmops_hosts')
-    groups = [resolve(name) if name in task_vars else default
-              for name, default in (('sglang_router_worker_group', 'sglang_servers'), ('sglang_router_group', 'sglang_routers'))]
-    return server_hosts(task_vars['groups'], *groups)
-
-
-def play_defaults(args, task_vars, fleet):
-    """The options the play gives where the task leaves them out: ``hosts``, every server of the inventory
-    whatever the --limit (``fleet()`` reads them), and ``outcome``, ``failed`` where the play set
-    ``llmops_remediate_failure``, else ``remediated``."""
-    merged = dict(args)
-    if 'hosts' not in merged:
-        merged['hosts'] = fleet()
-    if 'outcome' not in merged:
-        merged['outcome'] = 'failed' if 'llmops_remediate_failure' in task_vars else 'remediated'
-    return merged
+def with_defaults(args):
+    """The task's arguments with each option left out or null at its default (the module's DEFAULTS)."""
+    return dict(args, **dict((name, value) for name, value in DEFAULTS.items() if args.get(name) is None))
 
 
 def _read(path):
@@ -126,17 +97,21 @@ def raise_fleet_alert(url, decision, opener=open_url):
     return None if status == 200 else 'HTTP %s' % status
 
 
-class ActionModule(RoleAction):
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        resolve = self.role_variable
-        args = play_defaults(self._task.args, task_vars, lambda: self._fleet(task_vars, resolve))
-        args, errors = validated(ARGUMENT_SPEC, args, task_vars, resolve, VARIABLES)
-        if errors:
-            raise AnsibleActionFail('remediation_guard: %s' % '; '.join(errors))
+        args = with_defaults(self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1])
+        if args['state'] == 'planned':
+            result.update(_guard.remediation_plan(args['previous'], args['fallback'], args['rollback_to']), changed=False)
+            return result
+        if not args['host']:
+            raise AnsibleActionFail('remediation_guard: missing required arguments: host')
+        if args['hosts'] is None:
+            args['hosts'] = self._fleet(args['fleet'], task_vars) if args['fleet'] else []
         try:
             # The playbook run (the worker's parent, ansible-playbook) holds the remediation in progress.
             decision = guarded(args, time.time(), check_mode=self._task.check_mode, owner=run_identity(os.getppid()))
@@ -145,6 +120,7 @@ class ActionModule(RoleAction):
         if decision['reason'] in ('unknown_host', 'fleet_wide'):
             display.warning(decision['msg'])
         result.update(decision)
+        result['state_file'] = args['state_file']
         result['alert_raised'] = False
         if decision['fleet_alert'] and args['alertmanager_url'] and not self._task.check_mode:
             error = raise_fleet_alert(args['alertmanager_url'], decision)
@@ -154,7 +130,7 @@ class ActionModule(RoleAction):
         result['changed'] = decision['action'] == 'remediate' or args['state'] == 'finished'
         return result
 
-    def _fleet(self, task_vars, resolve):
-        pattern = fleet_pattern(task_vars, resolve)
+    def _fleet(self, pattern, task_vars):
+        """The hosts of the inventory that match ``pattern`` (a pattern or a list of them), whatever the --limit."""
         hostnames = lookup_loader.get('ansible.builtin.inventory_hostnames', loader=self._loader, templar=self._templar)
         return hostnames.run(pattern if isinstance(pattern, list) else [pattern], variables=task_vars)

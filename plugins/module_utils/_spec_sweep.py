@@ -4,17 +4,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """What the spec_sweep role decides between its deploys, as pure functions over the role's options
-(a dict of variable name -> value, read once per step by the action plugin ``spec_sweep_step``):
+(a dict of variable name -> value, built from its task's arguments by the action plugin ``spec_sweep_step``):
 the settings checked and fixed before the first candidate, the llm_benchmark arguments of a
 candidate and of the check after the rollout, the record kept per candidate, the report's
 ``results.json`` content, and whether the rolled-out server runs the best candidate. Nothing here
-reads a clock, a file or the network; the ranking, labels and tier table are the filters of
-``plugins/filter/sweep.py``."""
+reads a clock, a file or the network; the ranking, labels, tier table and chart are in ``_sweep.py``."""
 
 from __future__ import annotations
 
-# Each variable a step reads, with its value when the host does not define it (as the role's
-# former ``| default(...)``); the spec_sweep_* options always come from the role's defaults.
+# The value of each option a task leaves out or passes as null (the role passes the server's
+# settings with ``| default(omit)``: they belong to the sglang_server role, whose defaults these are).
 DEFAULTS = {
     'sglang_server_engine': 'sglang',
     'sglang_server_speculative_draft_model_path': '',
@@ -26,7 +25,6 @@ DEFAULTS = {
     'sglang_server_config_dir': '/etc/llmops',
     'sglang_server_name': 'main',
     'sglang_server_result': None,
-    'sglang_server_plan': {},
     'sglang_router_group': 'sglang_routers',
     'sglang_router_worker_group': 'sglang_servers',
     'llmops_simulator': False,
@@ -34,28 +32,7 @@ DEFAULTS = {
     'spec_sweep_restored': None,
     '__spec_sweep_tiers': None,
     '__spec_sweep_candidate': {},
-    'ansible_failed_result': {},
-    'ansible_failed_task': {},
 }
-SETTINGS_OPTIONS = ('inventory_hostname', 'spec_sweep_depths', 'spec_sweep_baseline', 'spec_sweep_adaptive',
-                    'spec_sweep_adaptive_tiers', 'spec_sweep_concurrency', 'spec_sweep_num_prompts', 'spec_sweep_rounds',
-                    'spec_sweep_api', 'spec_sweep_url', 'spec_sweep_report_dir', 'sglang_server_engine',
-                    'sglang_server_speculative_draft_model_path', 'sglang_server_extra_args', 'sglang_server_model_path',
-                    'sglang_server_result', 'sglang_server_port', 'sglang_server_config_dir', 'sglang_server_name',
-                    'sglang_router_group', 'sglang_router_worker_group')
-# What llm_benchmark needs beside the settings, read at the time it runs: the URL follows the
-# server the sglang_server role has just started.
-BENCHMARK_OPTIONS = ('__spec_sweep', 'spec_sweep_url', 'sglang_server_result', 'sglang_server_port',
-                     'sglang_server_served_model_name', 'sglang_server_api_key', 'spec_sweep_timeout')
-MEASURE_OPTIONS = BENCHMARK_OPTIONS + ('spec_sweep_num_prompts', 'spec_sweep_concurrency', 'spec_sweep_input_len',
-                                       'spec_sweep_output_len', 'spec_sweep_dataset', 'spec_sweep_warmup_requests',
-                                       'spec_sweep_rounds', 'spec_sweep_min_duration', 'spec_sweep_max_failed_ratio')
-REPORT_OPTIONS = ('inventory_hostname', '__spec_sweep', '__spec_sweep_results', '__spec_sweep_tiers', 'llmops_simulator',
-                  'sglang_server_model_path', 'spec_sweep_depths', 'spec_sweep_baseline', 'spec_sweep_adaptive',
-                  'spec_sweep_adaptive_tiers', 'spec_sweep_concurrency', 'spec_sweep_num_prompts', 'spec_sweep_input_len',
-                  'spec_sweep_output_len', 'spec_sweep_dataset', 'spec_sweep_warmup_requests', 'spec_sweep_rounds',
-                  'spec_sweep_min_duration', 'spec_sweep_max_spread', 'spec_sweep_benchmark_host', 'spec_sweep_url',
-                  'sglang_server_result', 'sglang_server_port', 'spec_sweep_applied', 'spec_sweep_restored')
 TIERS_TEXT = ', then an adaptive tier table from the best per concurrency level (if they differ)'
 CHECK_PROMPTS = 4
 
@@ -185,7 +162,7 @@ TIER_KEYS = ('candidate', 'config', 'tiers', 'picked', 'why', 'file')
 
 
 def tiers(table, tiers_file):
-    """The tier table (filter sweep_adaptive_tiers) with its ``file``, and ``measure``: its candidate with
+    """The tier table (_sweep.sweep_adaptive_tiers) with its ``file``, and ``measure``: its candidate with
     ``--speculative-adaptive-config`` that file, or None when there is none to measure."""
     measure = dict(table['candidate'], adaptive_config=tiers_file) if table['candidate'] is not None else None
     return dict(table, file=tiers_file, measure=measure)

@@ -36,7 +36,7 @@ extends_documentation_fragment:
   - llmops.serving.attributes.info_module
 options:
   hosts:
-    description: The server hosts of the rollout, in play order; left out, the play's (C(ansible_play_hosts_all)).
+    description: The server hosts of the rollout, in play order; left out or V(null), the play's (C(ansible_play_hosts_all)).
     type: list
     elements: str
   serial:
@@ -45,24 +45,20 @@ options:
       - Unset, the batches are not checked (one batch of every host is assumed for the groups).
     type: raw
   strict:
-    description: Refuse undeclared variable names instead of warning about them; left out, C(llmops_strict) where set.
+    description: Refuse undeclared variable names instead of warning about them (C(llmops_strict)). V(null) means V(false).
     type: bool
-    default: false
   known:
     description:
       - Names with a prefix of this collection that the site uses for itself.
-      - Left out, C(llmops_known_variables) where set.
+      - C(llmops_known_variables). V(null) means none.
     type: list
     elements: str
-    default: []
   router_group:
-    description: The inventory group of the routers; left out, C(sglang_router_group) where set.
+    description: The inventory group of the routers (C(sglang_router_group)). V(null) means V(sglang_routers).
     type: str
-    default: sglang_routers
   worker_group:
-    description: The inventory group of the servers the routers front; left out, C(sglang_router_worker_group) where set.
+    description: The inventory group of the servers the routers front (C(sglang_router_worker_group)). V(null) means V(sglang_servers).
     type: str
-    default: sglang_servers
 notes:
   - Run it with C(run_once), in a play without C(serial), after the plan of every host.
 '''
@@ -78,6 +74,8 @@ EXAMPLES = r'''
     hosts: "{{ ansible_play_hosts_all }}"
     serial: "{{ llmops_serial | default(1) }}"
     strict: "{{ llmops_strict | default(false) }}"
+    router_group: "{{ sglang_router_group | default(omit) }}"
+    worker_group: "{{ sglang_router_worker_group | default(omit) }}"
   run_once: true
 '''
 
@@ -110,11 +108,14 @@ from ansible.module_utils.basic import AnsibleModule
 ARGUMENT_SPEC = dict(
     hosts=dict(type='list', elements='str'),
     serial=dict(type='raw'),
-    strict=dict(type='bool', default=False),
-    known=dict(type='list', elements='str', default=[]),
-    router_group=dict(type='str', default='sglang_routers'),
-    worker_group=dict(type='str', default='sglang_servers'),
+    strict=dict(type='bool'),
+    known=dict(type='list', elements='str'),
+    router_group=dict(type='str'),
+    worker_group=dict(type='str'),
 )
+
+# The value of an option left out or null (hosts: the play's, ansible_play_hosts_all).
+DEFAULTS = dict(strict=False, known=[], router_group='sglang_routers', worker_group='sglang_servers')
 
 
 def main():

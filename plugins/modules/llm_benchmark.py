@@ -169,6 +169,16 @@ options:
         The results are still returned.
     type: float
     default: 0.0
+  repeat:
+    description:
+      - Run the whole benchmark (warm-up, cache flush, every concurrency level with its O(rounds)) this many
+        times, one after the other, each a result in RV(repeats) (the C(deploy) role's canary gate takes the
+        same short benchmark 3 times before and after a change and judges the spread of the repeats).
+      - Every repeat runs whatever the others did; the task fails after the last when one failed, naming each
+        (C(round 2 of 3) and its failure).
+      - Left out or V(null), one benchmark, and no RV(repeats).
+    type: int
+    version_added: 1.1.0
 notes:
   - The load generator is closed-loop (one thread per concurrent request, each with its
     own HTTP session). Against a server that answers instantly it streams more than
@@ -214,6 +224,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+repeats:
+  description:
+    - With O(repeat), the result of each repeat, in order (the keys of this result, C(failed) and C(msg)
+      where that repeat failed); the other keys of the result are those of the last repeat.
+  returned: when O(repeat) is set
+  type: list
+  elements: dict
+  version_added: 1.1.0
 runs:
   description:
     - One entry per concurrency level, in the order given. Rates and latency figures are the median
@@ -420,6 +438,7 @@ ARGUMENT_SPEC = dict(
     api_key=dict(type='str', no_log=True),
     http_library=dict(type='str', choices=list(_benchmark.HTTP_LIBRARIES), default='auto'),
     max_failed_ratio=dict(type='float', default=0.0),
+    repeat=dict(type='int'),
 )
 
 
@@ -449,6 +468,31 @@ def main():
     if not params['url'].startswith(('http://', 'https://')):
         module.fail_json(msg='url must start with http:// or https://, got %s' % params['url'])
 
+    repeat = params['repeat']
+    if repeat is not None and repeat < 1:
+        module.fail_json(msg='repeat must be at least 1, got %d' % repeat)
+    if repeat is None:
+        output, failure = _run(module, params, slo)
+        if failure:
+            module.fail_json(msg=failure, **output)
+        module.exit_json(**output)
+    # The whole benchmark again and again (the canary gate's rounds): every one runs, whatever the others did.
+    repeats, failures = [], []
+    for number in range(1, repeat + 1):
+        output, failure = _run(module, params, slo)
+        if failure:
+            output.update(failed=True, msg=failure)
+            failures.append('round %d of %d: %s' % (number, repeat, failure))
+        repeats.append(output)
+    output = dict(changed=False, repeats=repeats, **dict(
+        (key, value) for key, value in repeats[-1].items() if key not in ('changed', 'failed', 'msg')))
+    if failures:
+        module.fail_json(msg='; '.join(failures), **output)
+    module.exit_json(**output)
+
+
+def _run(module, params, slo):
+    """One benchmark: (the result's keys, the failure message or None)."""
     try:
         if params['dataset']:
             prompts = _benchmark.load_dataset(params['dataset'], params['num_prompts'], params['output_len'],
@@ -464,7 +508,7 @@ def main():
             temperature=params['temperature'], rounds=params['rounds'], min_duration=params['min_duration'],
             slo=slo or None)
     except (_benchmark.BenchmarkError, OSError) as exc:
-        module.fail_json(msg=str(exc))
+        return {'changed': False}, str(exc)
 
     output = dict(
         changed=False,
@@ -487,11 +531,10 @@ def main():
                         'limited by the client, not the server' % (run['concurrency'], 100 * run['client_cpu_utilisation']))
     worst = max(result['runs'], key=lambda run: run['failed'] / float(run['num_prompts']))
     if worst['failed'] > params['max_failed_ratio'] * worst['num_prompts']:
-        output['msg'] = ('%d of %d requests to %s failed at concurrency %d (max_failed_ratio %s): %s'
-                         % (worst['failed'], worst['num_prompts'], params['url'], worst['concurrency'],
-                            params['max_failed_ratio'], '; '.join(worst['errors'])))
-        module.fail_json(**output)
-    module.exit_json(**output)
+        return output, ('%d of %d requests to %s failed at concurrency %d (max_failed_ratio %s): %s'
+                        % (worst['failed'], worst['num_prompts'], params['url'], worst['concurrency'],
+                           params['max_failed_ratio'], '; '.join(worst['errors'])))
+    return output, None
 
 
 if __name__ == '__main__':

@@ -26,13 +26,12 @@ description:
   - V(remediate) - go; O(host) is held as in progress until a call with O(state=finished).
   - Every decision is appended to C(decisions.jsonl) beside O(state_file) (mode 0600), one JSON object a line.
   - The decisions are the pure functions of C(module_utils/_guard.py).
-  - An option the task leaves out is taken from its variable where that is set, else it has its default.
-    O(host) comes from C(llmops_remediate_host); O(collapsed_hosts) from C(llmops_collapsed_hosts); O(state_file),
-    O(cooldown), O(max_per_hour), O(max_collapsed_share), O(report_window) and O(alertmanager_url) from
-    C(llmops_remediate_<option>), e.g. C(llmops_remediate_cooldown).
-  - Left out, O(hosts) is every server of the inventory whatever the C(--limit), as the plays of the collection
-    pick them (C(llmops_hosts), else the group C(sglang_router_worker_group) or every host but the routers), and
-    O(outcome) is V(failed) where the play set C(llmops_remediate_failure), else V(remediated).
+  - With O(state=planned), decides where the remediation of a server takes it, from O(previous), the result of
+    M(llmops.serving.last_good_config) (O(llmops.serving.last_good_config#module:state=restored), check mode);
+    RV(to) is V(previous) where a good configuration was found that differs from the launch files on the host,
+    else V(fallback); RV(fallback_depth) is the depth of O(fallback), null for speculative decoding off.
+    The state file is not used.
+  - Reads only the task's arguments; an option left out or V(null) has the default its description names.
 author: llmops.serving maintainers (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
@@ -48,64 +47,78 @@ attributes:
     details: Each call is one report; the state counts them.
 options:
   host:
-    description: The inventory name of the host whose acceptance collapsed; left out, C(llmops_remediate_host).
+    description: The inventory name of the host whose acceptance collapsed (C(llmops_remediate_host)); required
+      unless O(state=planned).
     type: str
-    required: true
   state:
     description:
       - V(decided) decides about a collapse report.
       - V(finished) records O(outcome) for O(host) and lets the next remediation run.
+      - V(planned) decides where the remediation takes the server (O(previous), O(fallback), O(rollback_to)).
+      - V(null) means V(decided).
     type: str
-    choices: [decided, finished]
-    default: decided
+    choices: [decided, finished, planned]
   outcome:
     description:
       - With O(state=finished), what the remediation did (V(remediated), V(failed)...).
-      - Left out, V(failed) where the play set C(llmops_remediate_failure), else V(remediated).
+      - V(null) means V(remediated).
     type: str
-    default: remediated
   hosts:
-    description: The server hosts of the inventory (the fleet); left out, those the plays of the collection pick.
+    description:
+      - The server hosts of the inventory (the fleet).
+      - V(null) means the hosts of O(fleet), else none.
     type: list
     elements: str
-    default: []
+  fleet:
+    description:
+      - Where O(hosts) is null, the host pattern (or list of patterns) of the fleet, resolved against the whole
+        inventory whatever the C(--limit), as the plays of the collection pick their hosts.
+    type: raw
+    version_added: 1.1.0
   collapsed_hosts:
-    description: The hosts the same report says collapsed (an Alertmanager group, a round of the poller).
+    description: The hosts the same report says collapsed (an Alertmanager group, a round of the poller); V(null) means none.
     type: list
     elements: str
-    default: []
   state_file:
-    description: The guard's state on the controller.
+    description: The guard's state on the controller. V(null) means C(/var/lib/llmops/speculation-guard/state.json).
     type: path
-    default: /var/lib/llmops/speculation-guard/state.json
   cooldown:
-    description: Seconds after a remediation of a host during which a new collapse of it is not acted on.
+    description: Seconds after a remediation of a host during which a new collapse of it is not acted on. V(null) means 1800.
     type: float
-    default: 1800
   max_per_hour:
-    description: Remediations started across the fleet in any hour, at most.
+    description: Remediations started across the fleet in any hour, at most. V(null) means 3.
     type: int
-    default: 3
   max_collapsed_share:
-    description: Share of the fleet that, exceeded by the hosts collapsed at once, means a fleet-wide shift.
+    description: Share of the fleet that, exceeded by the hosts collapsed at once, means a fleet-wide shift. V(null) means 0.5.
     type: float
-    default: 0.5
   report_window:
-    description: Seconds within which collapse reports count as at once.
+    description: Seconds within which collapse reports count as at once. V(null) means 600.
     type: float
-    default: 600
   stale_after:
-    description: Seconds after which a remediation that never finished no longer blocks the next one.
+    description: Seconds after which a remediation that never finished no longer blocks the next one. V(null) means 3600.
     type: float
-    default: 3600
   alertmanager_url:
     description:
       - The Alertmanager in which the first V(fleet_wide) decision of an episode (RV(fleet_alert)) raises the alert
         C(LlmopsSpecFleetWideCollapse) (severity C(critical); its C(summary) is RV(msg), its C(hosts) RV(collapsed)),
         through its API (C(POST /api/v2/alerts)), e.g. V(http://127.0.0.1:9093).
-      - Empty, no alert is raised. A failure to raise it is a warning, not a failure of the task. Not in check mode.
+      - Empty or V(null), no alert is raised. A failure to raise it is a warning, not a failure of the task. Not in
+        check mode.
     type: str
-    default: ''
+  previous:
+    description: With O(state=planned), the result of M(llmops.serving.last_good_config) in check mode (V(restored)).
+    type: dict
+    version_added: 1.1.0
+  fallback:
+    description:
+      - With O(state=planned), the fallback (C(llmops_remediate_fallback)), a depth, or V(off) (also V(0), V(none),
+        V(false), empty) for speculative decoding off. V(null) means V(off).
+    type: raw
+    version_added: 1.1.0
+  rollback_to:
+    description: With O(state=planned), the record the rollback goes back to (C(llmops_rollback_to)), returned as RV(rollback_to). V(null) means V(last_good).
+    type: str
+    version_added: 1.1.0
 '''
 
 EXAMPLES = r'''
@@ -121,60 +134,93 @@ EXAMPLES = r'''
     host: gpu-a01
     state: finished
     outcome: remediated
+
+- name: Decide between the previous good configuration and the fallback
+  llmops.serving.remediation_guard:
+    state: planned
+    previous: "{{ previous_good }}"
+    fallback: 3
+  register: plan
 '''
 
 RETURN = r'''
+to:
+  description: With O(state=planned), V(previous) or V(fallback).
+  type: str
+  returned: with O(state=planned)
+fallback_depth:
+  description: With O(state=planned), the depth of the fallback, null for speculative decoding off.
+  type: int
+  returned: with O(state=planned)
+rollback_to:
+  description: With O(state=planned), O(rollback_to).
+  type: str
+  returned: with O(state=planned)
 action:
   description: V(remediate) or V(ignore).
   type: str
-  returned: always
+  returned: unless O(state=planned)
 reason:
   description: V(remediate), V(unknown_host), V(fleet_wide), V(busy), V(cooldown) or V(rate_limit); with O(state=finished), V(finished).
   type: str
-  returned: always
+  returned: unless O(state=planned)
 msg:
   description: The decision in one line.
   type: str
-  returned: always
+  returned: unless O(state=planned)
 collapsed:
   description: The known hosts that reported a collapse within the window.
   type: list
   elements: str
-  returned: always
+  returned: unless O(state=planned)
 fleet_size:
   description: The number of O(hosts).
   type: int
-  returned: always
+  returned: unless O(state=planned)
 fleet_alert:
   description: Raise the fleet-wide alert now (the first V(fleet_wide) decision of an episode).
   type: bool
-  returned: always
+  returned: unless O(state=planned)
 retry_after:
   description: Seconds until the cooldown or the hourly budget allows this host again (else 0).
   type: float
-  returned: always
+  returned: unless O(state=planned)
+state_file:
+  description: O(state_file), the guard's state (the call with O(state=finished) names it again).
+  type: str
+  returned: unless O(state=planned)
+  version_added: 1.1.0
 alert_raised:
   description: Whether the fleet-wide alert was raised in Alertmanager (O(alertmanager_url)) by this call.
   type: bool
-  returned: always
+  returned: unless O(state=planned)
 '''
 
 from ansible.module_utils.basic import AnsibleModule
 
 ARGUMENT_SPEC = dict(
-    host=dict(type='str', required=True),
-    state=dict(type='str', choices=['decided', 'finished'], default='decided'),
-    outcome=dict(type='str', default='remediated'),
-    hosts=dict(type='list', elements='str', default=[]),
-    collapsed_hosts=dict(type='list', elements='str', default=[]),
-    state_file=dict(type='path', default='/var/lib/llmops/speculation-guard/state.json'),
-    cooldown=dict(type='float', default=1800.0),
-    max_per_hour=dict(type='int', default=3),
-    max_collapsed_share=dict(type='float', default=0.5),
-    report_window=dict(type='float', default=600.0),
-    stale_after=dict(type='float', default=3600.0),
-    alertmanager_url=dict(type='str', default=''),
+    host=dict(type='str'),
+    state=dict(type='str', choices=['decided', 'finished', 'planned']),
+    outcome=dict(type='str'),
+    hosts=dict(type='list', elements='str'),
+    fleet=dict(type='raw'),
+    collapsed_hosts=dict(type='list', elements='str'),
+    state_file=dict(type='path'),
+    cooldown=dict(type='float'),
+    max_per_hour=dict(type='int'),
+    max_collapsed_share=dict(type='float'),
+    report_window=dict(type='float'),
+    stale_after=dict(type='float'),
+    alertmanager_url=dict(type='str'),
+    previous=dict(type='dict'),
+    fallback=dict(type='raw'),
+    rollback_to=dict(type='str'),
 )
+
+# The value of an option left out or null.
+DEFAULTS = dict(state='decided', outcome='remediated', collapsed_hosts=[], state_file='/var/lib/llmops/speculation-guard/state.json',
+                cooldown=1800.0, max_per_hour=3, max_collapsed_share=0.5, report_window=600.0, stale_after=3600.0,
+                alertmanager_url='', fallback='off', rollback_to='last_good')
 
 
 def main():

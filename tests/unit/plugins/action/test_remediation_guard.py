@@ -75,22 +75,8 @@ def test_the_fleet_wide_alert_is_posted_once_and_a_failure_is_only_reported():
     assert 'connection refused' in plugin.raise_fleet_alert('http://am:9093', decision, refused)
 
 
-def test_the_fleet_is_the_servers_of_the_inventory_as_the_plays_pick_them():
-    def resolve(name):
-        return {'llmops_hosts': 'gpu*', 'sglang_router_worker_group': 'workers', 'sglang_router_group': 'fronts'}[name]
-
-    groups = {'all': ['a', 'r'], 'sglang_servers': ['a'], 'sglang_routers': ['r'], 'workers': ['a'], 'fronts': ['r']}
-    assert plugin.fleet_pattern({'groups': groups, 'llmops_hosts': 'x'}, resolve) == 'gpu*'
-    assert plugin.fleet_pattern({'groups': groups}, resolve) == 'sglang_servers'
-    assert plugin.fleet_pattern({'groups': groups, 'sglang_router_worker_group': 'w'}, resolve) == 'workers'
-    assert plugin.fleet_pattern({'groups': {'all': ['a', 'r'], 'sglang_routers': ['r']}}, resolve) == 'all:!sglang_routers'
-
-
-def test_the_play_gives_the_fleet_and_the_outcome_where_the_task_leaves_them_out():
-    def fleet():
-        return ['s1', 's2']
-
-    assert plugin.play_defaults({}, {}, fleet) == {'hosts': ['s1', 's2'], 'outcome': 'remediated'}
-    assert plugin.play_defaults({'state': 'finished'}, {'llmops_remediate_failure': 'boom'}, fleet)['outcome'] == 'failed'
-    kept = {'hosts': ['s9'], 'outcome': 'rolled_back'}
-    assert plugin.play_defaults(kept, {'llmops_remediate_failure': 'boom'}, fleet) == kept
+def test_an_option_left_out_or_null_takes_its_default():
+    args = plugin.with_defaults({'host': 's1', 'cooldown': None, 'max_per_hour': 7, 'hosts': None})
+    assert (args['cooldown'], args['max_per_hour'], args['state'], args['outcome'], args['hosts']) == (
+        1800.0, 7, 'decided', 'remediated', None)
+    assert args['state_file'] == '/var/lib/llmops/speculation-guard/state.json'

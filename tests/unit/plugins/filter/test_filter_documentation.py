@@ -27,7 +27,7 @@ FILTERS = list(all_filters())
 
 
 def test_the_filters_are_found():
-    assert {'launch_command', 'shell_join'} <= {name for dummy, name in FILTERS}
+    assert {'launch_command', 'shell_join', 'text_table', 'canary_verdict'} <= {name for dummy, name in FILTERS}
 
 
 @pytest.mark.parametrize('plugin, name', FILTERS)

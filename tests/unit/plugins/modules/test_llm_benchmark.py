@@ -65,9 +65,39 @@ def test_max_failed_ratio(capsys, ratio, code):
                                  'HTTP 500: {"error": "overloaded"}' % server.url)
 
 
+def test_repeat_runs_the_whole_benchmark_again_and_returns_each(capsys):
+    with FakeServer(tokens_per_chunk=2) as server:
+        code, result = run_module(capsys, {'url': server.url, 'model': 'm', 'num_prompts': 2, 'concurrency': [2],
+                                           'output_len': 4, 'warmup_requests': 2, 'repeat': 3, 'api_key': 'k3y'})
+    assert code == 0 and len(result['repeats']) == 3
+    assert [r['runs'][0]['completed'] for r in result['repeats']] == [2, 2, 2]
+    assert result['runs'] == result['repeats'][-1]['runs']
+    # every repeat warms up again: 3 x (2 warm-up + 2 measured) completions
+    assert len([r for r in server.requests if r[1] == '/v1/completions']) == 12
+    assert 'k3y' not in json.dumps(result)
+
+
+def test_repeat_runs_every_repeat_and_names_each_failed_one(capsys):
+    with FakeServer(fail_every=4) as server:
+        code, result = run_module(capsys, {'url': server.url, 'model': 'm', 'num_prompts': 8, 'concurrency': [1],
+                                           'output_len': 2, 'warmup_requests': 0, 'repeat': 2})
+    assert code == 1 and len(result['repeats']) == 2 and all(r['failed'] for r in result['repeats'])
+    failure = ('2 of 8 requests to %s failed at concurrency 1 (max_failed_ratio 0.0): HTTP 500: {"error": "overloaded"}'
+               % server.url)
+    assert result['msg'] == 'round 1 of 2: %s; round 2 of 2: %s' % (failure, failure)
+
+
+def test_repeat_of_an_unreachable_server_fails_each_round(capsys):
+    code, result = run_module(capsys, {'url': 'http://127.0.0.1:9', 'model': 'm', 'num_prompts': 1, 'concurrency': [1],
+                                       'warmup_requests': 0, 'timeout': 2, 'repeat': 2})
+    assert code == 1 and result['msg'].startswith('round 1 of 2: ') and '; round 2 of 2: ' in result['msg']
+    assert [r['failed'] for r in result['repeats']] == [True, True]
+
+
 @pytest.mark.parametrize('args, msg', [
     ({'url': 'localhost:30000'}, 'url must start with http:// or https://, got localhost:30000'),
     ({'url': 'http://x', 'num_prompts': 0}, 'num_prompts must be at least 1, got 0'),
+    ({'url': 'http://x', 'repeat': 0}, 'repeat must be at least 1, got 0'),
     ({'url': 'http://x', 'concurrency': [4, 0]}, 'concurrency must list values of at least 1'),
     ({'url': 'http://x', 'dataset': '/nonexistent/p.jsonl'}, "No such file or directory: '/nonexistent/p.jsonl'"),
 ])

@@ -1,6 +1,6 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Tests of plugins/filter/sweep.py: the spec_sweep role's candidate list and ranking (on
+"""Tests of plugins/module_utils/_sweep.py: the spec_sweep role's candidate list and ranking (on
 random sweeps they give what the role's former Jinja gave), the verdict on the rounds'
 spread, and the chart."""
 
@@ -9,15 +9,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.llmops.serving.plugins.filter.sweep import FilterModule
+from ansible_collections.llmops.serving.plugins.module_utils import _sweep
 
-FILTERS = FilterModule().filters()
-
-# The Jinja the filters replace (spec_sweep vars/main.yml, tasks/candidate.yml, tasks/report.yml).
+# The Jinja these functions replace (spec_sweep vars/main.yml, tasks/candidate.yml, tasks/report.yml).
 OLD_CANDIDATES = """
   {%- set out = [{'name': 'baseline', 'depth': none, 'adaptive': false}] if spec_sweep_baseline | bool else [] -%}
   {%- for depth in spec_sweep_depths -%}
@@ -55,7 +52,7 @@ def old(template, **variables):
 
 
 def test_candidates():
-    candidates = FILTERS['sweep_candidates']
+    candidates = _sweep.sweep_candidates
     assert candidates([16, '10', 5], adaptive=True) == [
         {'name': 'baseline', 'depth': None, 'adaptive': False},
         {'name': 'depth 16', 'depth': 16, 'adaptive': False},
@@ -76,18 +73,18 @@ def test_candidates():
     (None, 'adaptive (candidate steps per batch size depend on the SGLang version, unknown here)'),
 ])
 def test_adaptive_label_says_what_sglang_runs(version, label):
-    adaptive = FILTERS['sweep_candidates']([16, 10, 5], adaptive=True)[-1]
-    assert FILTERS['sweep_label'](adaptive, version) == label
-    assert FILTERS['sweep_label']({'name': 'depth 5', 'depth': 5, 'adaptive': False}, version) == 'depth 5'
+    adaptive = _sweep.sweep_candidates([16, 10, 5], adaptive=True)[-1]
+    assert _sweep.sweep_label(adaptive, version) == label
+    assert _sweep.sweep_label({'name': 'depth 5', 'depth': 5, 'adaptive': False}, version) == 'depth 5'
     tiers = {'name': 'adaptive tiers', 'depth': 16, 'adaptive': True, 'tiers': {'32': [4], '1': [15]}}
-    assert FILTERS['sweep_label'](tiers, version) == 'adaptive {1:[15], 32:[4]}'
+    assert _sweep.sweep_label(tiers, version) == 'adaptive {1:[15], 32:[4]}'
 
 
 def test_candidates_refuse_what_cannot_be_measured():
-    with pytest.raises(AnsibleFilterError, match='adaptive candidate needs at least one depth'):
-        FILTERS['sweep_candidates']([], adaptive=True)
-    with pytest.raises(AnsibleFilterError, match="every depth must be an integer, got \\['ten'\\]"):
-        FILTERS['sweep_candidates'](['ten'])
+    with pytest.raises(_sweep.SweepError, match='adaptive candidate needs at least one depth'):
+        _sweep.sweep_candidates([], adaptive=True)
+    with pytest.raises(_sweep.SweepError, match="every depth must be an integer, got \\['ten'\\]"):
+        _sweep.sweep_candidates(['ten'])
 
 
 def test_ranking_by_geometric_mean():
@@ -101,7 +98,7 @@ def test_ranking_by_geometric_mean():
         {'name': 'depth 16', 'error': None, 'runs': runs(200.0, 700.0)},
         {'name': 'depth 30', 'error': 'out of memory', 'runs': [{'concurrency': 8, 'output_throughput': 9999.0}]},
     ]
-    ranking = FILTERS['sweep_ranking'](results, [1, 8])
+    ranking = _sweep.sweep_ranking(results, [1, 8])
     assert ranking['name'] == 'depth 10'
     assert ranking['score'] == pytest.approx((300.0 * 600.0) ** 0.5)
     assert ranking['per_concurrency'] == {'1': 'depth 10', '8': 'depth 16'}
@@ -111,7 +108,7 @@ def test_ranking_by_geometric_mean():
 def test_ranking_when_every_candidate_failed():
     results = [{'name': 'depth 5', 'error': 'crash', 'runs': []},
                {'name': 'depth 10', 'error': None, 'runs': [{'concurrency': 8, 'output_throughput': None}]}]
-    ranking = FILTERS['sweep_ranking'](results, [8])
+    ranking = _sweep.sweep_ranking(results, [8])
     assert (ranking['name'], ranking['score'], ranking['per_concurrency']) == (None, 0.0, {'8': None})
     assert ranking['levels']['8'] == {'best': None, 'runner_up': None, 'speedup': None, 'established': False,
                                       'why': 'no candidate completed at this concurrency', 'short': 'no candidate'}
@@ -130,17 +127,17 @@ def random_sweep(rng):
 
 
 @pytest.mark.parametrize('seed', range(12))
-def test_filters_give_what_the_former_jinja_gave(seed):
+def test_the_functions_give_what_the_former_jinja_gave(seed):
     rng = random.Random(seed)
     levels, results = random_sweep(rng)
     variables = {'spec_sweep_concurrency': levels, '__spec_sweep_results': results}
-    ranking = FILTERS['sweep_ranking'](results, levels)
+    ranking = _sweep.sweep_ranking(results, levels)
     assert {'name': ranking['name'], 'score': ranking['score']} == old(OLD_BEST, **variables)
     assert ranking['per_concurrency'] == old(OLD_PER_CONCURRENCY, **variables)
     depths = rng.sample(range(2, 20), rng.randint(1, 4))
     baseline, adaptive, engine = rng.random() < 0.5, rng.random() < 0.5, rng.choice(['sglang', 'vllm'])
     # One intended change: the adaptive candidate's depth is where SGLang starts it (8), not the largest depth.
-    assert FILTERS['sweep_candidates'](depths, baseline=baseline, adaptive=adaptive, engine=engine) == [
+    assert _sweep.sweep_candidates(depths, baseline=baseline, adaptive=adaptive, engine=engine) == [
         dict(c, depth=8) if c['adaptive'] else c for c in old(
             OLD_CANDIDATES, spec_sweep_depths=depths, spec_sweep_baseline=baseline, spec_sweep_adaptive=adaptive,
             __spec_sweep_engine=engine)]
@@ -164,7 +161,7 @@ def test_ranking_is_established_when_every_round_of_the_best_beat_the_runner_up(
     results = [cand('baseline', None, measured(8, 480.0, 500.0, 520.0)),
                cand('depth 10', 10, measured(8, 980.0, 1000.0, 1010.0)),
                cand('depth 5', 5, measured(8, 900.0, 930.0, 960.0))]
-    level = FILTERS['sweep_ranking'](results, [8])['levels']['8']
+    level = _sweep.sweep_ranking(results, [8])['levels']['8']
     assert (level['best'], level['runner_up'], level['established']) == ('depth 10', 'depth 5', True)
     assert level['why'] == 'every round of depth 10 beat every round of depth 5'
     # Speed-up: median over median, and the worst / best pairing of rounds.
@@ -189,7 +186,7 @@ def test_ranking_says_when_the_spread_is_too_wide_to_rank(runner_up, rounds, max
     best = (980.0, 1000.0, 1010.0) if rounds > 1 else (1000.0, 1000.0, 1000.0)
     results = [cand('depth 10', 10, measured(8, *best, rounds=rounds)),
                cand('depth 5', 5, measured(8, *runner_up, rounds=rounds))]
-    level = FILTERS['sweep_ranking'](results, [8], max_spread=max_spread)['levels']['8']
+    level = _sweep.sweep_ranking(results, [8], max_spread=max_spread)['levels']['8']
     assert level['best'] == 'depth 10'
     assert (level['established'], level['short'], level['why']) == (short.startswith('ahead'), short, why)
     assert level['speedup'] is None  # no baseline
@@ -213,7 +210,7 @@ def sweep_doc(simulator=True):
     ]
     return {'host': 'gpu-01', 'simulator': simulator, 'settings': {'concurrency': [1, 32], 'engine': 'sglang', 'rounds': 3},
             'versions': {'engine': '0.5.15.post1'}, 'candidates': candidates,
-            'best': FILTERS['sweep_ranking'](candidates, [1, 32])}
+            'best': _sweep.sweep_ranking(candidates, [1, 32])}
 
 
 def parse(svg):
@@ -226,7 +223,7 @@ def points(element):
 
 
 def test_chart_draws_depths_to_scale_and_the_best_of_each_load():
-    root = parse(FILTERS['sweep_chart'](sweep_doc()))
+    root = parse(_sweep.sweep_chart(sweep_doc()))
     lines = {(e.get('class'), e.get('data-concurrency')): points(e) for e in root.iter(SVG + 'polyline')}
     assert set(lines) == {(kind, level) for kind in ('throughput', 'speedup-line', 'accept-line') for level in ('1', '32')}
     xs = [x for x, y in lines[('throughput', '1')]]
@@ -245,7 +242,7 @@ def test_chart_draws_depths_to_scale_and_the_best_of_each_load():
 
 
 def test_chart_fits_the_axes_and_shows_spread_and_speed_up():
-    root = parse(FILTERS['sweep_chart'](sweep_doc()))
+    root = parse(_sweep.sweep_chart(sweep_doc()))
     ticks = [t.text for t in root.iter(SVG + 'text') if t.get('class') == 'ytick']
     # Concurrency 32 spans 1250..1830 tok/s: its axis starts near the data, not at 0.
     assert ticks[ticks.index('1200'):ticks.index('1200') + 4] == ['1200', '1400', '1600', '1800']
@@ -261,16 +258,84 @@ def test_chart_fits_the_axes_and_shows_spread_and_speed_up():
 
 
 def test_chart_keeps_overlapping_series_apart():
-    root = parse(FILTERS['sweep_chart'](sweep_doc()))
+    root = parse(_sweep.sweep_chart(sweep_doc()))
     accept = {e.get('data-concurrency'): points(e) for e in root.iter(SVG + 'polyline') if e.get('class') == 'accept-line'}
     # Same acceptance at both loads: same heights, drawn side by side, different markers.
     assert [y for x, y in accept['1']] == [y for x, y in accept['32']]
     assert all(x32 - x1 > 3 for (x1, dummy), (x32, dummy2) in zip(accept['1'], accept['32']))
 
 
+def wide_speedup_doc():
+    """Speed-ups from 1x to 12x and acceptance lengths from 1.5 to 8.5: axes stepped by 2.5 (or 0.5)."""
+    candidates = [cand('baseline', None, measured(1, 98.0, 100.0, 102.0)),
+                  cand('depth 16', 16, measured(1, 1150.0, 1200.0, 1210.0, 8.5)),
+                  cand('depth 10', 10, measured(1, 600.0, 620.0, 630.0, 5.0)),
+                  cand('depth 3', 3, measured(1, 140.0, 150.0, 155.0, 1.5))]
+    return {'host': 'gpu-01', 'simulator': False, 'settings': {'concurrency': [1], 'engine': 'sglang', 'rounds': 3},
+            'versions': {'engine': '0.5.15.post1'}, 'candidates': candidates,
+            'best': _sweep.sweep_ranking(candidates, [1])}
+
+
+@pytest.mark.parametrize('doc', [sweep_doc(), wide_speedup_doc()], ids=['sweep', 'wide'])
+def test_chart_labels_every_tick_with_its_value(doc):
+    """On every panel the y tick labels are the values at the ticks' heights: evenly spaced
+    values on evenly spaced lines (the old labels of ticks 0, 2.5, 5, 7.5 read 0, 2, 5, 8)."""
+    root = parse(_sweep.sweep_chart(doc))
+    panels = {}
+    for tick in root.iter(SVG + 'text'):
+        if tick.get('class') == 'ytick':
+            panels.setdefault(tick.get('x'), {}).setdefault(float(tick.get('y')), []).append(tick.text)
+    assert panels
+    checked = 0
+    for column in panels.values():
+        # the panels of one column share x: split them where the labels start again from the bottom
+        rows = sorted(column.items())
+        labels = [label for y, texts in rows for label in texts]
+        heights = [y for y, texts in rows for label in texts]
+        values = [float(label) for label in labels]
+        panel, runs = [], []
+        for y, value, label in zip(heights, values, labels):
+            if panel and value >= panel[-1][1]:
+                runs.append(panel)
+                panel = []
+            panel.append((y, value, label))
+        runs.append(panel)
+        for run in runs:
+            steps = {round(b[1] - a[1], 9) for a, b in zip(run, run[1:])}
+            gaps = {round(b[0] - a[0], 0) for a, b in zip(run, run[1:])}
+            assert len(steps) == 1 and len(gaps) <= 2, [label for dummy, dummy2, label in run]
+            step = -steps.pop()
+            assert all(float(label) == pytest.approx(value) and label == _sweep.tick_label(value, step)
+                       for dummy, value, label in run)
+            checked += 1
+    assert checked >= 3
+
+
+def test_wide_speed_up_axis_reads_its_half_steps():
+    root = parse(_sweep.sweep_chart(wide_speedup_doc()))
+    ticks = [t.text for t in root.iter(SVG + 'text') if t.get('class') == 'ytick']
+    # The speed-up panel, from 1x to 12x, steps by 2.5 (before: labelled 0, 2, 5, 8, 10, 12)
+    start = ticks.index('2.5') - 1
+    assert ticks[start:start + 6] == ['0.0', '2.5', '5.0', '7.5', '10.0', '12.5']
+    assert '12' not in ticks
+
+
+@pytest.mark.parametrize('low, high, expected', [
+    (0.8, 12.3, ['0.0', '2.5', '5.0', '7.5', '10.0', '12.5']),
+    (1200, 1830, ['1200', '1400', '1600', '1800', '2000']),
+    (0.1, 1.3, ['0.00', '0.25', '0.50', '0.75', '1.00', '1.25', '1.50']),
+    (1.0, 1.4, ['1.0', '1.1', '1.2', '1.3', '1.4']),
+    (0, 1250, ['0', '250', '500', '750', '1000', '1250']),
+])
+def test_axis_ticks_are_labelled_with_their_values(low, high, expected):
+    ticks = _sweep.axis_ticks(*_sweep.nice_axis(low, high))
+    assert [label for dummy, label in ticks] == expected
+    assert all(float(label) == pytest.approx(value) for value, label in ticks)
+
+
 def test_chart_says_simulator_only_for_the_simulator():
-    assert 'SIMULATOR' in FILTERS['sweep_chart'](sweep_doc(simulator=True))
-    assert 'SIMULATOR' not in FILTERS['sweep_chart'](sweep_doc(simulator=False))
+    assert 'SIMULATOR' in _sweep.sweep_chart(sweep_doc(simulator=True))
+    assert 'SIMULATOR' not in _sweep.sweep_chart(sweep_doc(simulator=False))
 
 
 # ---------------------------------------------------------------- adaptive tier table
@@ -290,7 +355,7 @@ def simulator_sweep():
 
 
 def test_tier_table_runs_the_best_depth_of_each_load():
-    tiers = FILTERS['sweep_adaptive_tiers'](simulator_sweep(), [1, 32])
+    tiers = _sweep.sweep_adaptive_tiers(simulator_sweep(), [1, 32])
     # The adaptive candidate, fastest everywhere, is no tier: a tier holds a depth's steps.
     assert tiers['picked'] == {'1': 'depth 16', '32': 'depth 5'}
     assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [4]}}
@@ -313,7 +378,7 @@ def test_tier_table_is_read_as_sglang_reads_it():
         adaptive = importlib.import_module('sglang._adaptive')
     finally:
         sys.path.remove(sim)
-    tiers = FILTERS['sweep_adaptive_tiers'](simulator_sweep(), [1, 32])
+    tiers = _sweep.sweep_adaptive_tiers(simulator_sweep(), [1, 32])
     with tempfile.NamedTemporaryFile('w', suffix='.json') as handle:
         json.dump(tiers['config'], handle)
         handle.flush()
@@ -324,17 +389,17 @@ def test_tier_table_is_read_as_sglang_reads_it():
 def test_tier_table_turns_drafting_off_where_the_baseline_wins():
     results = simulator_sweep()
     results[0]['runs'][1] = measured(32, 7000.0, 7100.0, 7200.0)  # the baseline now fastest at 32
-    tiers = FILTERS['sweep_adaptive_tiers'](results, [1, 32])
+    tiers = _sweep.sweep_adaptive_tiers(results, [1, 32])
     assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [0]}}
     assert tiers['candidate']['depth'] == 16
     # 0.5.13 takes no steps 0 in a tier: the fastest depth there instead.
-    tiers = FILTERS['sweep_adaptive_tiers'](with_version(results, '0.5.13.post1'), [1, 32])
+    tiers = _sweep.sweep_adaptive_tiers(with_version(results, '0.5.13.post1'), [1, 32])
     assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [4]}}
     assert 'SGLang 0.5.13.post1 takes no steps 0 in a tier' in tiers['why']
     # With the baseline fastest at 1 the table starts at the first level that drafts.
     results[0]['runs'][0] = measured(1, 500.0, 510.0, 520.0)
     results[0]['runs'][1] = measured(32, 2000.0, 2025.0, 2050.0)
-    tiers = FILTERS['sweep_adaptive_tiers'](with_version(results), [1, 32])
+    tiers = _sweep.sweep_adaptive_tiers(with_version(results), [1, 32])
     assert tiers['config'] == {'1': {'candidate_steps': [0]}, '32': {'candidate_steps': [4]}}
     assert tiers['candidate']['depth'] == 5
 
@@ -357,13 +422,13 @@ def test_no_tier_table_where_it_would_add_nothing(change, levels, why):
     elif change == 'failed':
         for result in results:
             result['runs'] = result['runs'][:1]
-    tiers = FILTERS['sweep_adaptive_tiers'](results, levels)
+    tiers = _sweep.sweep_adaptive_tiers(results, levels)
     assert (tiers['candidate'], tiers['config']) == (None, None)
     assert why in tiers['why']
 
 
 def test_engine_version_is_the_first_candidate_that_reports_one():
-    version = FILTERS['sweep_engine_version']
+    version = _sweep.sweep_engine_version
     failed = {'name': 'd3', 'error': 'did not start'}
     assert version([failed, {'name': 'd5', 'launch': {'version': '0.5.11'}},
                     {'name': 'd7', 'server_args': {'version': '0.5.15.post1'}}]) == '0.5.11'

@@ -1,19 +1,24 @@
 # Copyright (c) llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the spec_sweep role: which candidates to measure, what each really runs (its
-label), which candidate is best (overall and per concurrency level, judged against the
-spread of the rounds), the ``--speculative-adaptive-config`` tier table built from the best
-per load, and the chart. Each filter is documented in the YAML file of its name next to this one."""
+"""What the spec_sweep role's step (action plugin spec_sweep_step) decides from the measured
+candidates, as pure functions: which candidates to measure, what each really runs (its label),
+which candidate is best (overall and per concurrency level, judged against the spread of the
+rounds), the ``--speculative-adaptive-config`` tier table built from the best per load, and the
+chart (SVG). Private: no filter publishes them."""
 
 from __future__ import annotations
 
 import math
 from xml.sax.saxutils import escape
 
-from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args
 from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
+
+
+class SweepError(ValueError):
+    """Settings or results the sweep refuses."""
+
 
 RANK_BY = 'geometric mean of output tokens/s over the concurrency levels'
 DEFAULT_MAX_SPREAD = 0.1
@@ -41,12 +46,12 @@ def sweep_candidates(depths, baseline=True, adaptive=False, engine='sglang'):
     try:
         depths = [int(depth) for depth in depths or []]
     except (TypeError, ValueError):
-        raise AnsibleFilterError('sweep_candidates: every depth must be an integer, got %r' % (depths,))
+        raise SweepError('sweep_candidates: every depth must be an integer, got %r' % (depths,))
     out = [{'name': 'baseline', 'depth': None, 'adaptive': False}] if boolean(baseline) else []
     out.extend({'name': 'depth %d' % depth, 'depth': depth, 'adaptive': False} for depth in depths)
     if boolean(adaptive) and engine == 'sglang':
         if not depths:
-            raise AnsibleFilterError('sweep_candidates: the adaptive candidate needs at least one depth')
+            raise SweepError('sweep_candidates: the adaptive candidate needs at least one depth')
         out.append({'name': 'adaptive', 'depth': ADAPTIVE_START_DEPTH, 'adaptive': True})
     return out
 
@@ -258,11 +263,27 @@ def nice_axis(low, high, ticks=5):
     return math.floor(low / step + 1e-9) * step, math.ceil(high / step - 1e-9) * step, step
 
 
-def _fmt(value, step):
-    decimals = max(0, -int(math.floor(math.log10(step)))) if step < 1 else 0
-    if step < 1 and round(step * 10 ** decimals) % 10 == 5 and decimals < 3:
+def tick_decimals(step):
+    """The decimals that show every multiple of ``step`` exactly: 0 for 200 or 5, 1 for 2.5 or
+    0.5, 2 for 0.25 or 0.05 (a label never rounds a tick to a neighbouring value)."""
+    decimals = 0
+    while decimals < 6 and abs(round(step, decimals) - step) > 1e-9 * max(1.0, abs(step)):
         decimals += 1
-    return '%.*f' % (decimals, value)
+    return decimals
+
+
+def tick_label(value, step):
+    """The label of the tick at ``value`` on an axis of step ``step``: its value, to the decimals of the step."""
+    decimals = tick_decimals(step)
+    # no "-0.0" where a tick lands a hair below 0
+    return '%.*f' % (decimals, value if round(value, decimals) else 0.0)
+
+
+def axis_ticks(low, high, step):
+    """``[(value, label), ...]`` of the ticks from ``low`` to ``high`` every ``step`` (values computed
+    from their index, so that no rounding error piles up)."""
+    count = int(round((high - low) / step))
+    return [(low + index * step, tick_label(low + index * step, step)) for index in range(count + 1)]
 
 
 class _Panel:
@@ -291,13 +312,11 @@ class _Panel:
         out, left, top = self.out, self.left, self.top
         out.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="13" font-weight="bold">%s</text>'
                    % (left + self.w / 2, top - 12, escape(title)))
-        value = self.ylo
-        while value <= self.yhi + self.ystep / 2:
+        for value, label in axis_ticks(self.ylo, self.yhi, self.ystep):
             y = self.y(value)
             out.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e4e4e4"/>' % (left, y, left + self.w, y))
             out.append('<text class="ytick" x="%.1f" y="%.1f" text-anchor="end">%s</text>'
-                       % (left - 6, y + 4, _fmt(value, self.ystep)))
-            value += self.ystep
+                       % (left - 6, y + 4, label))
         out.append('<text x="%.1f" y="%.1f" text-anchor="middle" transform="rotate(-90 %.1f %.1f)">%s</text>'
                    % (left - 48, top + self.h / 2, left - 48, top + self.h / 2, escape(ylabel)))
         out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333333"/>'
@@ -499,15 +518,3 @@ def _summary_panels(out, specs, levels, baseline, depths, has_adaptive, top):
         out.append('<text x="%d" y="%d">concurrency %s</text>' % (x + 36, legend_y + 4, level))
     out.append('<text x="100" y="%d" fill="#555555">Ring: best at that concurrency. Bars: slowest to fastest round. '
                'Square / "adaptive": --speculative-adaptive, not on the depth axis.</text>' % (legend_y + 26))
-
-
-class FilterModule:
-    def filters(self):
-        return {
-            'sweep_candidates': sweep_candidates,
-            'sweep_label': sweep_label,
-            'sweep_engine_version': sweep_engine_version,
-            'sweep_adaptive_tiers': sweep_adaptive_tiers,
-            'sweep_ranking': sweep_ranking,
-            'sweep_chart': sweep_chart,
-        }

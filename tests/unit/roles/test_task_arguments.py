@@ -12,7 +12,7 @@ playbooks/tasks/*.yml):
   that take free-form arguments or variables as arguments - set_fact, add_host, command... -
   are checked only where they are given a dict, or not at all);
 - ``module_defaults`` entries naming one module are checked like a task of that module;
-- ``llmops.serving.role_module`` (the generic wrapper of wave 3, being removed) appears nowhere;
+- ``llmops.serving.role_module`` (the generic wrapper of wave 3, removed in 1.1.0) appears nowhere;
 - every variable named ``<role>_...`` that a role's task or vars file reads (Jinja, parsed with
   jinja2's ``meta.find_undeclared_variables``; ``when``/``until``/``that``... as expressions) is
   an option of an entry point of the role's ``meta/argument_specs.yml``, or set by the role
@@ -194,7 +194,7 @@ def check_call(where, module, args, task_args=None):
     if not module.startswith((COLLECTION + '.', 'ansible.builtin.')):
         return []
     if module == WRAPPER:
-        problems = ['%s: %s must not be used (it is being removed): call the module it runs by its name, '
+        problems = ['%s: %s must not be used (removed in 1.1.0): call the module it runs by its name, '
                     'with its arguments' % (where, WRAPPER)]
         if isinstance(args, dict) and isinstance(args.get('module'), str):
             # what it runs: its args, and the options it reads from <prefix><option> variables
@@ -506,7 +506,7 @@ def test_a_misspelled_option_fails_with_the_file_task_module_and_closest_option(
         'inline.yml: task "Options as key=value": ansible.builtin.file has no option mdoe (did you mean mode?)',
         'inline.yml: task "An unknown module": llmops.serving.wait_for_llm_helth is not a module of llmops.serving '
         '(did you mean llmops.serving.wait_for_llm_health?)',
-        'inline.yml: task "Through the wrapper": llmops.serving.role_module must not be used (it is being removed): '
+        'inline.yml: task "Through the wrapper": llmops.serving.role_module must not be used (removed in 1.1.0): '
         'call the module it runs by its name, with its arguments',
     ]
 

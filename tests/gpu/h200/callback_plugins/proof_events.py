@@ -57,12 +57,9 @@ class CallbackModule(CallbackBase):
     def _write(self, outcome, result):
         if not self._path:
             return
-        action = result.task.action
-        if action.endswith('role_module'):  # the module it ran, as the proof's checks look for it
-            action = result.task.args.get('module') or action
         event = {
             'task': result.task_name,
-            'action': action,
+            'action': result.task.action,
             'host': result.host.get_name(),
             'outcome': outcome,
             'time': round(time.time(), 3),

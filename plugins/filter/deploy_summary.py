@@ -73,6 +73,9 @@ def _row(host, hostvars):
             detail = 'serving its last good configuration again; %s' % detail
     else:
         detail = result.get('url') or '-'
+        back = _reregistered(variables.get('sglang_router_registered'))
+        if back and result.get('action') == 'none':
+            detail = 're-registered: was out of router %s; %s' % (', '.join(back), detail)
     depth = result.get('depth')
     row = (host, state, result.get('action') or '-', _figure(result.get('ready_s'), '%.1f'), version,
            '-' if not result else depth_label(depth, result.get('adaptive')),
@@ -81,6 +84,13 @@ def _row(host, hostvars):
     lines = ['%s %s' % (host, line) for line in canary.get('report') or []]
     start = _start_line(result, variables.get('model_stage_warm') or {})
     return row, lines + (['%s %s' % (host, start)] if start else [])
+
+
+def _reregistered(registered):
+    """The routers that did not list the server and added it (sglang_router role, register), from its registered loop
+    result."""
+    results = registered.get('results') if isinstance(registered, dict) else None
+    return [str(r.get('router')) for r in results or [] if isinstance(r, dict) and r.get('action') == 'add']
 
 
 def _start_line(result, warm):

@@ -104,3 +104,16 @@ def test_a_start_line_says_where_the_start_spent_its_time():
     lines = deploy_summary(['a', 'b'], hostvars)
     assert lines[3:] == ['a start: launching 57.3, load_weights 3.7, cuda_graphs 27.6 (s), ready at 88.6 s; first '
                          'sampled request 0.23 s; page cache warm-up before the stop 21.28 GB in 20.9 s']
+
+
+def test_a_server_put_back_into_a_router_says_so():
+    registered = {'results': [{'router': 'r1', 'action': 'add'}, {'router': 'r2', 'action': 'none'},
+                              {'router': 'r3', 'action': 're-add'}]}
+    hostvars = {'n1': {'sglang_server_result': dict(READY, action='none'), 'sglang_router_registered': registered},
+                'n2': {'sglang_server_result': READY, 'sglang_router_registered': registered},
+                'n3': {'sglang_server_result': dict(READY, action='none'),
+                       'sglang_router_registered': {'results': [{'router': 'r1', 'action': 'none'}]}}}
+    lines = deploy_summary(['n1', 'n2', 'n3'], hostvars)
+    assert split(lines[1])[-1] == 're-registered: was out of router r1; http://10.0.0.1:30000'
+    assert split(lines[2])[-1] == 'http://10.0.0.1:30000'  # a restarted server is expected to be added back
+    assert split(lines[3])[-1] == 'http://10.0.0.1:30000'

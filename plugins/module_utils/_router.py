@@ -100,7 +100,7 @@ ROUTER_DEFAULTS = dict(state='started', worker_group='sglang_servers', name='mai
                        health_check_interval_secs=2, health_failure_threshold=2, health_success_threshold=1,
                        health_check_timeout_secs=5, cb_failure_threshold=5, cb_timeout_duration_secs=5,
                        retry_max_retries=3, request_timeout_secs=600, extra_args=[], launcher='',
-                       config_dir='/etc/llmops', run_dir='/run/llmops', log_path='', stop_timeout=30, api_key='',
+                       config_dir='/etc/llmops', run_dir='/run/llmops', log_path='', stop_timeout=30, api_key='', control_plane_api_key='',
                        restart=False, restart_on=[])
 LOOPBACK_URL = re.compile(r'https?://(127\.|localhost[:/]|\[::1\])')
 MANAGED = 'Ansible managed'
@@ -153,7 +153,9 @@ def router_paths(options):
     """File names of the router ``options['name']``: unit, script, key_file, shim, pidfile."""
     name, config_dir = options['name'], options['config_dir']
     return dict(unit='llmops-sglang-router-%s.service' % name, script='%s/sglang-router-%s.sh' % (config_dir, name),
-                key_file='%s/sglang-router-%s.key' % (config_dir, name), shim='%s/llmops_router_launch.py' % config_dir,
+                key_file='%s/sglang-router-%s.key' % (config_dir, name),
+                control_plane_key_file='%s/sglang-router-%s.control-plane.key' % (config_dir, name),
+                shim='%s/llmops_router_launch.py' % config_dir,
                 pidfile='%s/sglang-router-%s.pid' % (options['run_dir'], name))
 
 
@@ -165,9 +167,17 @@ def router_argv(options, workers, paths):
     return [str(arg) for arg in argv + ['--worker-urls'] + list(workers.values()) + list(options['extra_args'] or [])]
 
 
+# The one control-plane key the collection gives the router (sglang-router's --control-plane-api-keys
+# 'id:name:role:key'): the operators', role admin, for worker management (/workers).
+CONTROL_PLANE_KEY_ID = 'llmops:llmops-operators:admin:'
+
+
 def shim_text(options, paths):
-    """The launcher shim, which adds the API key from its 0600 file to the router's argv in memory."""
-    return (
+    """The launcher shim, which adds the API key (and the control-plane key, where the router has one) from their
+    0600 files to the router's argv in memory. Without a control-plane key the shim is as it was before 1.1.0, so that
+    upgrading the collection restarts no router."""
+    control_plane = bool(options.get('control_plane_api_key'))
+    text = (
         '# %s\n'
         '"""Launcher shim of llmops.serving: ``python llmops_router_launch.py [router args...]``.\n\n'
         'sglang-router %s takes its API key only as ``--api-key``. This shim reads\n'
@@ -175,9 +185,12 @@ def shim_text(options, paths):
         'router\'s argv in memory and runs ``sglang_router.launch_router`` as ``__main__``, exactly like\n'
         '``python -m sglang_router.launch_router`` would: the key is on no command line, in no\n'
         'environment, unit or log.\n'
-        '"""\n'
+        + ('The control-plane key (worker management; the API key then serves inference only) comes the same\n'
+           'way from %s, as ``--control-plane-api-keys``.\n' % paths['control_plane_key_file'] if control_plane else '')
+        + '"""\n'
         'import os\nimport runpy\nimport sys\n\n'
-        'KEY_FILE = %s\n\n\n'
+        'KEY_FILE = %s\n' + ('CONTROL_PLANE_KEY_FILE = %s\n' % json.dumps(paths['control_plane_key_file'])
+                               if control_plane else '') + '\n\n'
         'def main():\n'
         '    args = sys.argv[1:]\n'
         '    if os.path.exists(KEY_FILE):\n'
@@ -185,10 +198,17 @@ def shim_text(options, paths):
         '            key = handle.read().strip()\n'
         '        if key:\n'
         '            args = args + ["--api-key", key]\n'
-        '    sys.argv = ["sglang_router.launch_router"] + args\n'
+        + ('    if os.path.exists(CONTROL_PLANE_KEY_FILE):\n'
+           '        with open(CONTROL_PLANE_KEY_FILE, encoding="utf-8") as handle:\n'
+           '            key = handle.read().strip()\n'
+           '        if key:\n'
+           '            args = args + ["--control-plane-api-keys", %s + key]\n' % json.dumps(CONTROL_PLANE_KEY_ID)
+           if control_plane else '')
+        + '    sys.argv = ["sglang_router.launch_router"] + args\n'
         '    runpy.run_module("sglang_router.launch_router", run_name="__main__", alter_sys=True)\n\n\n'
         'if __name__ == "__main__":\n'
-        '    main()\n') % (MANAGED, options['version'], paths['key_file'], json.dumps(paths['key_file']))
+        '    main()\n')
+    return text % (MANAGED, options['version'], paths['key_file'], json.dumps(paths['key_file']))
 
 
 def script_text(options, paths, argv):

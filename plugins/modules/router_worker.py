@@ -86,6 +86,12 @@ options:
       - The router's API key (C(sglang_router_api_key)); sent as a Bearer token when not empty. With O(state=idle), the
         server's (the router's key is the one its servers require).
     type: str
+  control_plane_api_key:
+    description:
+      - The router's control-plane key (C(sglang_router_control_plane_api_key)); where set, it is the key sent to the
+        router's worker API (C(/workers)) instead of O(api_key), which then serves inference only.
+    type: str
+    version_added: 1.1.0
   worker:
     description: URL the router reaches the server at; default the URL of O(server) in O(workers).
     type: str
@@ -261,6 +267,7 @@ ARGUMENT_SPEC = dict(
     prometheus_host=dict(type='str'),
     prometheus_port=dict(type='int'),
     api_key=dict(type='str', no_log=True),
+    control_plane_api_key=dict(type='str', no_log=True),
     worker=dict(type='str'),
     server=dict(type='str'),
     workers=dict(type='dict'),
@@ -317,7 +324,8 @@ class Router:
     def __init__(self, module):
         self.module = module
         self.params = module.params
-        self.request = _server_api.open_url_request(self.params['url'], _server_api.auth_headers(self.params['api_key']))
+        key = self.params['control_plane_api_key'] or self.params['api_key']
+        self.request = _server_api.open_url_request(self.params['url'], _server_api.auth_headers(key))
 
     def call(self, method, path, statuses, body=None):
         try:

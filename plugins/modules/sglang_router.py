@@ -127,6 +127,14 @@ options:
   api_key:
     description: The router's API key, written to its key file (mode 0600); empty or null (default) removes that file.
     type: str
+  control_plane_api_key:
+    description:
+      - The key of the router's worker management (C(--control-plane-api-keys), role admin), written to its own key file
+        (mode 0600); empty or null (default) removes that file.
+      - With it, the router takes O(api_key) for inference only and answers C(/workers) (add, remove, list) to this key
+        only; without it sglang-router 0.3.2 lets every holder of O(api_key) add and remove workers.
+    type: str
+    version_added: 1.1.0
   restart:
     description: Restart the router even where nothing changed (the role's C(sglang_router_restart)). Default V(false).
     type: bool
@@ -201,6 +209,11 @@ key_file:
   description: Path of the API key file the shim reads.
   returned: success
   type: str
+control_plane_key_file:
+  description: Path of the control-plane key file the shim reads (where O(control_plane_api_key) is set).
+  returned: success
+  type: str
+  version_added: 1.1.0
 shim:
   description: Path of the launcher shim.
   returned: success
@@ -263,6 +276,7 @@ ARGUMENT_SPEC = dict(
     log_path=dict(type='path'),
     stop_timeout=dict(type='int'),
     api_key=dict(type='str', no_log=True),
+    control_plane_api_key=dict(type='str', no_log=True),
     restart=dict(type='bool'),
     restart_on=dict(type='list', elements='dict'),
 )
@@ -288,6 +302,21 @@ def write(module, path, content, mode):
         if os.path.exists(tmp):
             os.unlink(tmp)
         module.fail_json(msg='cannot write %s: %s' % (path, exc))
+
+
+def write_key(module, key, path, changed_paths, diffs, check):
+    """The key file ``path`` holds ``key`` (mode 0600), or is gone where ``key`` is empty; the diff never shows it."""
+    if key:
+        if read(path) != key + '\n' or mode_of(path) != 0o600:
+            changed_paths.append(path)
+            diffs.append(dict(before_header=path, after_header=path, before='', after='(key written)\n'))
+            if not check:
+                write(module, path, key + '\n', 0o600)
+    elif os.path.exists(path):
+        changed_paths.append(path)
+        diffs.append(dict(before_header=path, after_header=path, before='(key)\n', after=''))
+        if not check:
+            os.unlink(path)
 
 
 def mode_of(path):
@@ -321,18 +350,9 @@ def main():
         diffs.append(dict(before_header=item['path'], after_header=item['path'], before=before or '', after=item['content']))
         if not check:
             write(module, item['path'], item['content'], item['mode'])
-    key = options['api_key']
-    if key:
-        if read(paths['key_file']) != key + '\n' or mode_of(paths['key_file']) != 0o600:
-            changed_paths.append(paths['key_file'])
-            diffs.append(dict(before_header=paths['key_file'], after_header=paths['key_file'], before='', after='(key written)\n'))
-            if not check:
-                write(module, paths['key_file'], key + '\n', 0o600)
-    elif os.path.exists(paths['key_file']):
-        changed_paths.append(paths['key_file'])
-        diffs.append(dict(before_header=paths['key_file'], after_header=paths['key_file'], before='(key)\n', after=''))
-        if not check:
-            os.unlink(paths['key_file'])
+    for key, key_file in ((options['api_key'], paths['key_file']),
+                          (options['control_plane_api_key'], paths['control_plane_key_file'])):
+        write_key(module, key, key_file, changed_paths, diffs, check)
     runs_changed = [path for path in changed_paths if path not in planned['directories']]
     state = _router.process_state(options['state'], options['restart'],
                                   [bool(runs_changed)] + [bool((done or {}).get('changed')) for done in options['restart_on']])

@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -41,12 +43,19 @@ ROUTER_PIDFILE = '/run/llmops/sglang-router-main.pid'
 STAGED = '/srv/llmops-staged'
 ROUTER_LOG = '/var/log/llmops/sglang-router-main.log'
 SERVER_PIDFILE = '/run/llmops/sglang-main.pid'
+LOCK_FILE = '/var/lib/llmops/locks/sglang_servers.json'
 INTERVAL, THRESHOLD = 2, 2
 _STATE = {}
 
 
+# The router's worker management answers this key only (sglang_router_control_plane_api_key); the inference key
+# (API_KEY) serves completions only.
+CONTROL_PLANE_KEY = 'cp-llmops-itest-3c4d5e6f'
+
+
 def router_vars(**overrides):
     base = deploy_vars(sglang_server_host='0.0.0.0', sglang_router_policy='round_robin',
+                       sglang_router_control_plane_api_key=CONTROL_PLANE_KEY,
                        sglang_router_port=PORT, sglang_router_wheelhouse=os.path.join(ROOT, '.cache', 'router-wheels'),
                        sglang_router_health_check_interval_secs=INTERVAL,
                        sglang_router_health_failure_threshold=THRESHOLD)
@@ -118,7 +127,7 @@ def bed(fleet, run_playbook, request, tmp_path_factory):
 
 def workers(router):
     """url -> is_healthy as the router lists them."""
-    status, text = request(router + '/workers')
+    status, text = request(router + '/workers', key=CONTROL_PLANE_KEY)
     assert status == 200, text
     return {w['url']: w['is_healthy'] for w in json.loads(text)['workers']}
 
@@ -166,19 +175,30 @@ def test_api_key_required_and_never_shown(bed, run_playbook):
     assert request(router + '/v1/completions', key='sk-wrong', body=body)[0] == 401
     assert request(router + '/workers', key=None)[0] == 401
     assert request(router + '/v1/completions', body=body)[0] == 200
+    # The inference key every client holds can neither list, add nor remove a worker; the control-plane key can
+    # list them, and cannot serve.
+    listed = json.loads(request(router + '/workers', key=CONTROL_PLANE_KEY)[1])['workers']
+    assert len(listed) == 2
+    assert request(router + '/workers', key=API_KEY)[0] == 401
+    assert request(router + '/workers', body={'url': 'http://10.255.0.1:30000'}, key=API_KEY)[0] == 401
+    assert request(router + '/workers/%s' % listed[0]['id'], method='DELETE', key=API_KEY)[0] == 401
+    assert request(router + '/v1/completions', body=body, key=CONTROL_PLANE_KEY)[0] == 401
+    assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
     result = run_playbook('playbooks/router.yml', inventory=inventory, extra_vars=router_vars(), verbosity=3,
                           expect_rc=0)
     assert API_KEY not in result.stdout and API_KEY not in result.stderr
+    assert CONTROL_PLANE_KEY not in result.stdout and CONTROL_PLANE_KEY not in result.stderr
     status = run_playbook('playbooks/status.yml', inventory=inventory, extra_vars=router_vars(), verbosity=3,
                           limit=ROUTER, expect_rc=0)
     assert API_KEY not in status.stdout and 'healthy=True breaker=closed' in ' '.join(status.stdout.split())
-    assert fleet.ssh(ROUTER, 'stat -c %a /etc/llmops/sglang-router-main.key').stdout.strip() == '600'
+    assert CONTROL_PLANE_KEY not in status.stdout
     pid = pid_of(fleet, ROUTER, ROUTER_PIDFILE)
-    # The key may appear only in its 0600 file: not in the log, the script, any command line or environment.
-    leaks = fleet.ssh(ROUTER, 'grep -l -F -f /etc/llmops/sglang-router-main.key %s /etc/llmops/*.sh '
-                              '/proc/%d/cmdline /proc/%d/environ /proc/[0-9]*/cmdline 2>/dev/null; true'
-                      % (ROUTER_LOG, pid, pid)).stdout.split()
-    assert leaks == []
+    for key_file in ('/etc/llmops/sglang-router-main.key', '/etc/llmops/sglang-router-main.control-plane.key'):
+        assert fleet.ssh(ROUTER, 'stat -c %%a %s' % key_file).stdout.strip() == '600'
+        # The keys may appear only in their 0600 files: not in the log, the script, any command line or environment.
+        leaks = fleet.ssh(ROUTER, 'grep -l -F -f %s %s /etc/llmops/*.sh /proc/%d/cmdline /proc/%d/environ '
+                                  '/proc/[0-9]*/cmdline 2>/dev/null; true' % (key_file, ROUTER_LOG, pid, pid)).stdout.split()
+        assert leaks == [], key_file
     assert fleet.ssh(ROUTER, 'tr "\\0" " " </proc/%d/cmdline' % pid).stdout.startswith('sglang::router')
 
 
@@ -215,7 +235,8 @@ def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
     """stage.yml copies the target and the drafter to each server's local disk while they serve; then
     deploy.yml, one host per batch, restarts both servers onto the staged copies (and a depth change)
     while 8 clients stream through the router: each server is drained before its stop and registered
-    after its health check, so no request fails and no stream is cut."""
+    after its health check, so no request fails and no stream is cut. A second deploy.yml started while
+    the first holds the fleet's rollout lock is refused before anything stops, naming the holder."""
     fleet, inventory, router = bed[:3]
     before = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
     staging = run_playbook('playbooks/stage.yml', inventory=inventory, limit=','.join(SERVERS), expect_rc=0, extra_vars={
@@ -223,15 +244,27 @@ def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
         'model_stage_dest_root': STAGED, 'model_stage_reserve_bytes': 0})
     staged = dict(re.findall(r'(target|drafter) -> (%s/\S+):' % STAGED, staging.stdout))
     assert sorted(staged) == ['drafter', 'target'], staging.stdout[-2000:]
+    extra = router_vars(sglang_server_speculative_depth=10, llmops_serial=1, sglang_server_model_path=staged['target'],
+                        sglang_server_speculative_draft_model_path=staged['drafter'])
+    outcome = {}
     with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
         wait_for(lambda: load.sent >= 20, 60)
         started = time.monotonic()
-        result = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=900,
-                              extra_vars=router_vars(sglang_server_speculative_depth=10, llmops_serial=1,
-                                                     sglang_server_model_path=staged['target'],
-                                                     sglang_server_speculative_draft_model_path=staged['drafter']),
-                              expect_rc=0)
+        rollout = threading.Thread(target=lambda: outcome.update(result=run_playbook(
+            'playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=900, extra_vars=extra)))
+        rollout.start()
+        # A second operator's deploy while the first holds the fleet's lock (on the router's host): refused
+        # before anything stops, naming the holder.
+        wait_for(lambda: fleet.ssh(ROUTER, 'test -s %s' % LOCK_FILE, check=False).returncode == 0, 120)
+        second = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=300,
+                              extra_vars=extra)
+        rollout.join()
         took = time.monotonic() - started
+    result = outcome['result']
+    assert result.rc == 0, result.stdout[-4000:]
+    holder = 'another rollout holds the lock: %s@%s (ansible-playbook PID ' % ('root', socket.gethostname())
+    assert second.rc != 0 and holder in ' '.join(second.stdout.split()), second.stdout[-3000:]
+    assert 'deploy.yml) since ' in second.stdout and not any(second.changed(h) for h in SERVERS)
     after = {h: pid_of(fleet, h, SERVER_PIDFILE) for h in SERVERS}
     for host in SERVERS:
         argv = fleet.ssh(host, 'cat /proc/$(pgrep -f -o "[l]lmops_launch.py")/cmdline | tr "\\0" " "').stdout
@@ -386,3 +419,55 @@ def test_a_host_whose_restart_fails_stays_out_and_the_rollout_stops(bed, run_pla
     assert workers(router) == {url_of(fleet, 'ns2'): True}
     run_playbook('playbooks/deploy.yml', inventory=inventory, limit='ns1', extra_vars=router_vars(), expect_rc=0)
     assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
+
+
+CALLBACKS = os.path.join(ROOT, 'tests', 'integration', 'callback_plugins')
+# Where a rolling update is SIGKILLed (tests/integration/callback_plugins/kill_at.py): the host, the point, and
+# the task there. ns2 is the second host of the batch order: killed there, ns1 has changed already.
+KILL_POINTS = [
+    ('ns2', 'after its drain', 'ok:router_worker:ns2:state=absent'),
+    ('ns2', 'after its stop', 'ok:server_process|sglang_server:ns2:state=stopped'),
+    ('ns1', 'after its new start, before its register', 'ok:wait_for_llm_health:ns1'),
+    ('ns1', 'during its last-good record', 'start:last_good_config:ns1:state=recorded'),
+]
+
+
+def draft_tokens(fleet, host):
+    argv = fleet.ssh(host, 'cat /proc/$(pgrep -f -o "[l]lmops_launch.py")/cmdline | tr "\\0" " "').stdout
+    found = re.search(r'--speculative-num-draft-tokens (\d+)', argv)
+    return int(found.group(1)) if found else None
+
+
+def test_a_rollout_killed_anywhere_is_finished_by_its_rerun(bed, run_playbook, fleet):
+    """A rolling depth change (serial 1) under streaming load, its whole ansible-playbook process group SIGKILLed at
+    each of four points (a laptop that dies, kill -9): after a server's drain, after its stop, after its new start
+    but before it is back in the router, during its last-good record. The same command run again exits 0 (it takes
+    over the lock of the dead run), every server is in the router, healthy, on the new depth, and no request
+    failed or was cut. Where the killed run left a server that changed nothing out of the router, the rerun puts it
+    back and its summary says so."""
+    inventory, router = bed[1], bed[2]
+    env = {'LLMOPS_KILL_AT': '', 'ANSIBLE_CALLBACK_PLUGINS': CALLBACKS, 'ANSIBLE_CALLBACKS_ENABLED': 'kill_at'}
+    seen = []
+    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
+        wait_for(lambda: load.sent >= 20, 60)
+        for index, (host, point, spec) in enumerate(KILL_POINTS):
+            depth = 6 + index  # a change on every server at each point
+            extra = router_vars(sglang_server_speculative_depth=depth, llmops_serial=1)
+            killed = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS),
+                                  extra_vars=extra, env=dict(env, LLMOPS_KILL_AT=spec), timeout=600)
+            assert killed.rc == -9, '%s: the run was not killed there (rc %d)\n%s' % (point, killed.rc,
+                                                                                     killed.stdout[-3000:])
+            rerun = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS),
+                                 extra_vars=extra, expect_rc=0, timeout=600)
+            text = ' '.join(rerun.stdout.split() + rerun.stderr.split())
+            assert 'took over the rollout lock of' in text and 'that ansible-playbook process is gone' in text, point
+            assert workers(router) == {url_of(fleet, h): True for h in SERVERS}, point
+            assert {h: draft_tokens(fleet, h) for h in SERVERS} == {h: depth for h in SERVERS}, point
+            seen.append((point, 're-registered: was out of router %s' % ROUTER in text))
+        sent = load.sent
+        wait_for(lambda: load.sent >= sent + 10, 60)
+    print('\nrolling update SIGKILLed at 4 points, each finished by its rerun: %d requests, %d failed, %d truncated; '
+          're-registered by the rerun: %s' % (load.sent, load.failed, load.truncated, seen))
+    assert load.failed == 0 and load.truncated == 0
+    # Killed after its start and before its register, ns1 changed nothing in the rerun: it was put back.
+    assert dict(seen)['after its new start, before its register']

@@ -5,7 +5,7 @@ operator's kill -9 would, so that the next run has to finish the rollout (tests/
 
 ``LLMOPS_KILL_AT=EVENT:ACTION:HOST[:OPTION=VALUE]``: EVENT is ``ok`` (after the task's result on HOST) or
 ``start`` (while it runs: the module has been sent to HOST); ACTION is the module's name (the last part of its
-FQCN); OPTION=VALUE must be among the task's arguments. The test starts ansible-playbook in a session of its
+FQCN; ``a|b`` for either); OPTION=VALUE must be among the task's arguments. The test starts ansible-playbook in a session of its
 own, so the kill takes exactly its process group (controller, workers, ssh)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class CallbackModule(CallbackBase):
         self.option = parts[3].split('=', 1) if len(parts) > 3 else None
 
     def _matches(self, task, host):
-        if task.action.rsplit('.', 1)[-1] != self.action or host != self.host:
+        if task.action.rsplit('.', 1)[-1] not in self.action.split('|') or host != self.host:
             return False
         return self.option is None or str(task.args.get(self.option[0])) == self.option[1]
 

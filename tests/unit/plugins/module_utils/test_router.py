@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import _router
@@ -104,6 +109,7 @@ def test_router_files_name_argv_and_files():
     paths, argv = planned['paths'], planned['argv']
     assert paths == {'unit': 'llmops-sglang-router-main.service', 'script': '/etc/llmops/sglang-router-main.sh',
                      'key_file': '/etc/llmops/sglang-router-main.key', 'shim': '/etc/llmops/llmops_router_launch.py',
+                     'control_plane_key_file': '/etc/llmops/sglang-router-main.control-plane.key',
                      'pidfile': '/run/llmops/sglang-router-main.pid'}
     assert argv[:6] == ['/opt/llmops/sglang-router/bin/python', '/etc/llmops/llmops_router_launch.py',
                         '--host', '0.0.0.0', '--port', '30080']
@@ -114,6 +120,7 @@ def test_router_files_name_argv_and_files():
     shim, script = planned['files']
     assert shim['path'] == '/etc/llmops/llmops_router_launch.py' and shim['mode'] == 0o755
     assert 'KEY_FILE = "/etc/llmops/sglang-router-main.key"' in shim['content']
+    assert 'control-plane' not in shim['content']  # the shim of 1.0.0: upgrading restarts no router
     assert script['path'] == '/etc/llmops/sglang-router-main.sh' and script['mode'] == 0o755
     assert script['content'].startswith('#!/bin/sh\n# Ansible managed\n')
     assert "exec /opt/llmops/sglang-router/bin/python /etc/llmops/llmops_router_launch.py --host 0.0.0.0" in script['content']
@@ -175,3 +182,23 @@ def test_drain_outcome_messages():
         'failed': False, 'msg': 'gpu1: idle 1.5 s after it left the router (get_load, 2 reads)'}
     assert _router.drain_outcome({'skipped': True}, 'gpu1', 300, True) == {'failed': False, 'msg': ''}
     assert _router.drain_outcome(None, 'gpu1', 300, False) == {'failed': False, 'msg': ''}
+
+
+def test_the_shim_passes_the_control_plane_key_from_its_own_file(tmp_path):
+    """The shim run as the router would be: the API key and the control-plane key reach the router's argv, from their
+    files, and neither is on the shim's own command line."""
+    options = router_options(control_plane_api_key='cp-secret')
+    planned = _router.router_files(options, {'a': 'http://a:30000'}, 'process')
+    paths = dict(planned['paths'], key_file=str(tmp_path / 'k'), control_plane_key_file=str(tmp_path / 'cp'))
+    shim = tmp_path / 'shim.py'
+    shim.write_text(_router.shim_text(options, paths))
+    (tmp_path / 'k').write_text('data-key\n')
+    (tmp_path / 'cp').write_text('cp-secret\n')
+    fake = tmp_path / 'sglang_router'
+    fake.mkdir()
+    (fake / '__init__.py').write_text('')
+    (fake / 'launch_router.py').write_text('import json, sys\nprint(json.dumps(sys.argv[1:]))\n')
+    out = subprocess.run([sys.executable, str(shim), '--port', '1'], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert json.loads(out.stdout) == ['--port', '1', '--api-key', 'data-key', '--control-plane-api-keys',
+                                      'llmops:llmops-operators:admin:cp-secret']

@@ -5,37 +5,21 @@ from __future__ import annotations
 
 import os
 import socket
-from types import SimpleNamespace
 
 from ansible_collections.llmops.serving.plugins.action import rollout_lock
 from ansible_collections.llmops.serving.plugins.action.rollout_lock import ActionModule
-
-
-class Task:
-    action = 'llmops.serving.rollout_lock'
-    async_val = 0
-    check_mode = False
-    diff = False
-
-    def __init__(self, args):
-        self.args = args
+from ansible_collections.llmops.serving.tests.unit.plugins.action._action_runner import make_action
 
 
 def run(args, answers, monkeypatch):
     """The action's result and the module runs it made, the module answering ``answers`` in turn."""
-    plugin = ActionModule.__new__(ActionModule)
-    plugin._task = Task(args)
-    plugin._supports_check_mode = True
-    plugin._supports_async = False
-    plugin._connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir='/tmp/remote'))
-    plugin._remove_tmp_path = lambda path: None
     ran = []
 
     def execute(module_name, module_args, task_vars):
         ran.append(dict(module_args))
         return dict(answers[min(len(ran), len(answers)) - 1])
 
-    plugin._execute_module = execute
+    plugin = make_action(ActionModule, 'llmops.serving.rollout_lock', args, execute)
     clock = [0.0]
     monkeypatch.setattr(rollout_lock.time, 'monotonic', lambda: clock[0])
     monkeypatch.setattr(rollout_lock.time, 'sleep', lambda seconds: clock.__setitem__(0, clock[0] + seconds))

@@ -3,30 +3,14 @@ workers the router cannot have before the module runs."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from ansible_collections.llmops.serving.plugins.action.sglang_router import ActionModule
-
-
-class Task:
-    action = 'llmops.serving.sglang_router'
-    async_val = 0
-    check_mode = False
-    diff = False
-
-    def __init__(self, args):
-        self.args = args
+from ansible_collections.llmops.serving.tests.unit.plugins.action._action_runner import make_action
 
 
 def run(args, host='r1', connection='ssh', hostvars=None):
-    plugin = ActionModule.__new__(ActionModule)
-    plugin._task = Task(args)
-    plugin._supports_check_mode = True
-    plugin._supports_async = False
-    plugin._connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir='/tmp/remote'))
-    plugin._remove_tmp_path = lambda path: None
     ran = []
-    plugin._execute_module = lambda module_name, module_args, task_vars: ran.append((module_name, module_args)) or {'changed': True}
+    plugin = make_action(ActionModule, 'llmops.serving.sglang_router', args,
+                         lambda module_name, module_args, task_vars: ran.append((module_name, module_args)) or {'changed': True})
     task_vars = {'inventory_hostname': host, 'ansible_connection': connection, 'hostvars': hostvars or {}}
     result = plugin.run(task_vars=task_vars)
     return result, ran

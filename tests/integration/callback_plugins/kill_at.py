@@ -5,10 +5,8 @@ operator's kill -9 would, so that the next run has to finish the rollout (tests/
 
 ``LLMOPS_KILL_AT=EVENT:ACTION:HOST[:OPTION=VALUE]``: EVENT is ``ok`` (after the task's result on HOST) or
 ``start`` (while it runs: the module has been sent to HOST); ACTION is the module's name (the last part of its
-FQCN; ``a|b`` for either); OPTION=VALUE must be among the task's arguments. ``LLMOPS_KILL_SIGNAL=INT`` sends
-SIGINT instead (Ctrl-C in the operator's terminal reaches the whole foreground process group). The test starts
-ansible-playbook in a session of its own, so the signal takes exactly its process group (controller, workers,
-ssh)."""
+FQCN; ``a|b`` for either); OPTION=VALUE must be among the task's arguments. The test starts ansible-playbook in a
+session of its own, so the kill takes exactly its process group (controller, workers, ssh)."""
 
 from __future__ import annotations
 
@@ -44,7 +42,7 @@ class CallbackModule(CallbackBase):
         return self.option is None or str(task.args.get(self.option[0])) == self.option[1]
 
     def _kill(self):
-        os.killpg(os.getpgrp(), getattr(signal, 'SIG' + os.environ.get('LLMOPS_KILL_SIGNAL', 'KILL')))
+        os.killpg(os.getpgrp(), signal.SIGKILL)
 
     def v2_runner_on_start(self, host, task):
         if self.event == 'start' and self._matches(task, host.get_name()):

@@ -34,6 +34,27 @@ ENV_TEMPLATE = 'env.j2'
 ACTIVE_STATES = ('active', 'activating', 'reloading')
 
 
+# What an option of llmops.serving.sglang_server that is null (unset) means: the sglang_server role's defaults.
+DEFAULTS = {'engine': 'sglang', 'served_model_name': '', 'tp_size': 8, 'host': '127.0.0.1', 'port': 30000,
+            'enable_metrics': True, 'trust_remote_code': False, 'extra_args': [], 'speculative_algorithm': 'EAGLE3',
+            'speculative_draft_model_path': '', 'speculative_adaptive': False, 'speculative_adaptive_config': '',
+            'group_hosts': [], 'dist_init_port': 20000, 'gpus': [], 'env': {}, 'python': '/usr/bin/python3',
+            'launcher': '', 'name': 'main', 'config_dir': '/etc/llmops', 'run_dir': '/run/llmops',
+            'user_home': '/var/lib/sglang', 'state_dir': '/var/lib/llmops/last-good', 'user_groups': [], 'api_key': ''}
+
+
+def role_options(args):
+    """The role's options keyed by the variable names (``sglang_server_<option>``) from the arguments of
+    llmops.serving.sglang_server (keyed by the option): a null option takes its DEFAULTS value, a null log path
+    is C(/var/log/llmops/sglang-<name>.log)."""
+    options = {}
+    for name, value in args.items():
+        options[PREFIX + name] = DEFAULTS.get(name) if value is None else value
+    if not options.get(PREFIX + 'log_path'):
+        options[PREFIX + 'log_path'] = '/var/log/llmops/sglang-%s.log' % options[PREFIX + 'name']
+    return options
+
+
 def names(name, config_dir, run_dir, host, port):
     """``{unit, unit_file, env_file, script, shim, api_key_file, pidfile, url}`` of the server ``name``: its
     systemd unit and its file, its environment file, launch script (the process launcher), launcher shim and API

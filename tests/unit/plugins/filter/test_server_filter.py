@@ -18,13 +18,6 @@ def test_server_names():
     assert FILTERS['server_names']('main', '/etc/llmops', '/run/llmops', '::', 30000)['url'] == 'http://127.0.0.1:30000'
 
 
-def test_server_decision_takes_a_string_restart():
-    files = {'changed_files': [], 'users_to_fix': []}
-    running = {'running': True, 'pid': 1}
-    assert FILTERS['server_decision'](PLAN, running, {'skipped': True}, files, 'false')['action'] == 'none'
-    assert FILTERS['server_decision'](PLAN, running, None, files, 'yes')['action'] == 'restart'
-
-
 def test_server_result_and_status():
     assert FILTERS['server_result'](PLAN, {}, {}, None, 'sglang', 'true')['state'] == 'check mode'
     info = {'healthy': False, 'unauthorized': False, 'version': None, 'speculative': {}, 'accept_length': None,

@@ -108,3 +108,13 @@ def test_benchmark_args():
     vllm = _server_role.benchmark_args(dict(values, sglang_server_engine='vllm', sglang_server_served_model_name='m',
                                             sglang_server_api_key='k'))
     assert (vllm['api'], vllm['flush_cache'], vllm['model'], vllm['api_key']) == ('completions', False, 'm', 'k')
+
+
+def test_role_options_fill_the_role_defaults_for_null():
+    options = _server_role.role_options({'name': 'side', 'port': None, 'user': None, 'log_path': None, 'gpus': None})
+    assert options['sglang_server_port'] == 30000
+    assert options['sglang_server_gpus'] == []
+    # a null user is root (no switch), as the role's plan always took it
+    assert options['sglang_server_user'] is None
+    assert options['sglang_server_log_path'] == '/var/log/llmops/sglang-side.log'
+    assert _server_role.role_options({'name': None, 'log_path': '/l/x.log'})['sglang_server_log_path'] == '/l/x.log'

@@ -1,0 +1,169 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller side of llmops.serving.sglang_server: reads only its task's arguments (validated against the
+module's ARGUMENT_SPEC; the hostvars only for the addresses of the group's hosts). ``state=planned`` refuses
+what cannot work before the host is touched (module_utils/_server_plan.py), runs the host's launch check
+(llmops.serving.sglang_launch_check), reads the state of the process (llmops.serving.server_process) or of
+the unit (ansible.builtin.systemd_service), compares the launch files rendered from the role's templates with
+the host's (llmops.serving.launch_files in check mode) and returns the plan with the decision
+(module_utils/_server_role.py). ``state=present`` writes the launch files of the plan it is given."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import lookup_loader
+
+from ansible_collections.llmops.serving.plugins.module_utils import _server_plan, _server_role, _sglang_args
+from ansible_collections.llmops.serving.plugins.modules.sglang_server import ARGUMENT_SPEC
+
+# The module's options that are not role options of the plan.
+OWN_OPTIONS = ('state', 'plan', 'restart', 'shim')
+# The variable the environment file's template renders (templates/env.j2), and the names of the environment
+# variables the launcher shim reads (templates/llmops_launch.py.j2).
+ENVIRONMENT = '__sglang_server_environment'
+API_KEY_FILE_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
+USER_ENV = 'LLMOPS_SERVER_USER'
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def module(self, name, args, task_vars, check_mode=None, diff=None):
+        """Runs the module ``name`` on the host; ``check_mode`` and ``diff`` (where not None) override the task's."""
+        saved = self._task.check_mode, self._task.diff
+        try:
+            if check_mode is not None:
+                self._task.check_mode = check_mode
+            if diff is not None:
+                self._task.diff = diff
+            return self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
+        finally:
+            self._task.check_mode, self._task.diff = saved
+
+    def launch_files_args(self, options, plan, task_vars, compare):
+        """The arguments of llmops.serving.launch_files: the plan's launch files rendered from the role's templates."""
+        env = _server_role.environment(options['sglang_server_env'], options['sglang_server_gpus'],
+                                       options['sglang_server_user'], plan, API_KEY_FILE_ENV, USER_ENV)
+        lookup = lookup_loader.get('ansible.builtin.template', loader=self._loader, templar=self._templar)
+        template_vars = {ENVIRONMENT: env, 'sglang_server_plan': plan, '__sglang_server_api_key_file_env': API_KEY_FILE_ENV,
+                         '__sglang_server_user_env': USER_ENV}
+
+        def render(src):
+            return lookup.run([src], variables=task_vars, template_vars=template_vars)[0]
+
+        user, api_key = options['sglang_server_user'], options['sglang_server_api_key'] or ''
+        secrets = [{'path': plan['env_file'], 'mode': '0600', 'content': render(_server_role.ENV_TEMPLATE)}]
+        if api_key:
+            secrets.append({'path': plan['api_key_file'], 'mode': '0600', 'owner': user, 'content': api_key + '\n'})
+        args = {'directories': [{'path': options['sglang_server_config_dir']},
+                                {'path': os.path.dirname(options['sglang_server_log_path'])}],
+                'files': [{'path': template['dest'], 'mode': template['mode'], 'content': render(template['src'])}
+                          for template in plan['templates']],
+                'secrets': secrets,
+                'absent': [] if api_key else [plan['api_key_file']],
+                'users': [{'name': user, 'groups': options['sglang_server_user_groups'] or []}] if plan['switch_user'] else []}
+        if compare:
+            args['last_good'] = plan['last_good']
+        return args
+
+    def plan(self, options, shim, task_vars, result):
+        """The plan before the host's state is read (what llmops.serving.sglang_server_plan returned), or None
+        where ``result`` says why it failed."""
+        host = task_vars['inventory_hostname']
+        hostvars = task_vars['hostvars']
+
+        def address_of(member):
+            return hostvars[member].get('ansible_host') or member
+
+        try:
+            layout = _server_plan.group_layout(host, options['sglang_server_group_hosts'], address_of,
+                                               options['sglang_server_dist_init_port'])
+            gpus = _server_plan.gpu_layout(host, options['sglang_server_tp_size'], layout['nnodes'],
+                                           options['sglang_server_gpus'], options['sglang_server_env'])
+            spec = _server_plan.launch_spec(options, layout)
+            _sglang_args.build_argv(spec)  # the settings that do not depend on the installed release
+        except _server_plan.PlanError as exc:
+            result.update(failed=True, msg=str(exc))
+            return None
+        except _sglang_args.LaunchArgsError as exc:
+            result.update(failed=True, msg='%s: %s; nothing was stopped or changed' % (host, exc))
+            return None
+
+        check_args = {'python': options['sglang_server_python'], 'engine': spec['engine'],
+                      'env': options['sglang_server_env'], 'paths': _server_plan.host_paths(options)}
+        if options['sglang_server_help_cache_dir']:
+            check_args['help_cache_dir'] = options['sglang_server_help_cache_dir']
+        check = self.module('llmops.serving.sglang_launch_check', check_args, task_vars)
+        if check.get('failed'):
+            result.update(failed=True, msg=check.get('msg', 'llmops.serving.sglang_launch_check failed'))
+            return None
+        missing = check.get('missing_paths') or {}
+        if missing:
+            result.update(failed=True, missing_paths=missing, msg='; '.join(
+                '%s is %s, which does not exist on %s; copy it there or fix the variable' % (name, path, host)
+                for name, path in sorted(missing.items())) + ' (nothing was stopped or changed)')
+            return None
+
+        try:
+            argv = _sglang_args.build_argv(spec, version=check['version'], options=check['cli']['options'])
+            command = _sglang_args.launch_command(options['sglang_server_python'], argv, engine=spec['engine'],
+                                                  shim=shim)
+            speculative = _sglang_args.running_speculative(spec['speculative'])
+        except _sglang_args.LaunchArgsError as exc:
+            result.update(failed=True, msg='%s: %s' % (host, exc))
+            return None
+        service_mgr = (task_vars.get('ansible_facts') or {}).get('service_mgr') or check.get('service_mgr')
+        plan = {'launcher': _server_plan.launcher(options['sglang_server_launcher'], service_mgr), 'version': check['version'],
+                'command': command, 'speculative': speculative,
+                'model_config': (check.get('configs') or {}).get('sglang_server_model_path') or {}}
+        plan.update(gpus)
+        plan.update(layout)
+        plan.update(_server_role.role_plan(options, plan))
+        return plan
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        options = _server_role.role_options(dict((name, value) for name, value in args.items() if name not in OWN_OPTIONS))
+        try:
+            if args['state'] == 'present':
+                if not args['plan']:
+                    result.update(failed=True, msg='state=present needs the plan of a state=planned run (plan)')
+                    return result
+                result.update(self.module('llmops.serving.launch_files',
+                                          self.launch_files_args(options, args['plan'], task_vars, False), task_vars))
+                return result
+
+            shim = args['shim'] or _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])['shim']
+            plan = self.plan(options, shim, task_vars, result)
+            if plan is None:
+                return result
+            process_status, unit_status = {}, {}
+            if plan['launcher'] == 'process':
+                process_status = self.module('llmops.serving.server_process', {
+                    'name': options['sglang_server_name'], 'state': 'status', 'pidfile': plan['pidfile']}, task_vars)
+                read = process_status
+            else:
+                unit_status = self.module('ansible.builtin.systemd_service', {'name': plan['unit']}, task_vars)
+                read = unit_status
+            if read.get('failed'):
+                result.update(failed=True, msg=read.get('msg', 'reading the state of the server failed'))
+                return result
+            # The comparison is no change (it decides on the restart; state=present writes) and also asks whether
+            # the last good record already holds these files, command and drafter.
+            files = self.module('llmops.serving.launch_files', self.launch_files_args(options, plan, task_vars, True),
+                                task_vars, check_mode=True, diff=False)
+            if files.get('failed'):
+                result.update(failed=True, msg=files.get('msg', 'llmops.serving.launch_files failed'))
+                return result
+            result.update(changed=False, plan=_server_role.decision(plan, process_status, unit_status, files,
+                                                                     bool(args['restart'])))
+            return result
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)  # none with pipelining

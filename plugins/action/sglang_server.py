@@ -9,7 +9,8 @@ what cannot work before the host is touched (module_utils/_server_plan.py), runs
 (llmops.serving.sglang_launch_check), reads the state of the process (llmops.serving.server_process) or of
 the unit (ansible.builtin.systemd_service), compares the launch files rendered from the role's templates with
 the host's (llmops.serving.launch_files in check mode) and returns the plan with the decision
-(module_utils/_server_role.py). ``state=present`` writes the launch files of the plan it is given."""
+(module_utils/_server_role.py). ``state=present`` writes the launch files of the plan it is given;
+``state=started``/``restarted`` also starts or restarts the server as the plan decided."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import _server_plan
 from ansible_collections.llmops.serving.plugins.modules.sglang_server import ARGUMENT_SPEC
 
 # The module's options that are not role options of the plan.
-OWN_OPTIONS = ('state', 'plan', 'restart', 'shim')
+OWN_OPTIONS = ('state', 'plan', 'restart', 'shim', 'stop_timeout')
 # The variable the environment file's template renders (templates/env.j2), and the names of the environment
 # variables the launcher shim reads (templates/llmops_launch.py.j2).
 ENVIRONMENT = '__sglang_server_environment'
@@ -126,19 +127,76 @@ class ActionModule(ActionBase):
         plan.update(_server_role.role_plan(options, plan))
         return plan
 
+    def start(self, options, args, task_vars, result):
+        """state=started/restarted: the server's user and launch files where the plan found them differ (not for a
+        plan of restored files), then the start or restart the plan decided (or that state=restarted asks), and the
+        server's PID."""
+        plan = args['plan']
+        restored = bool(plan.get('restored'))
+        user = options['sglang_server_user']
+        files_changed = False
+        result.update(changed=False, changed_files=[])
+        if not restored and (plan.get('files_changed') or plan.get('users_to_fix')):
+            if plan.get('switch_user') and user in (plan.get('users_to_fix') or []):
+                created = self.module('ansible.builtin.user', {
+                    'name': user, 'home': options['sglang_server_user_home'], 'groups': options['sglang_server_user_groups'],
+                    'system': True, 'create_home': True, 'shell': '/usr/sbin/nologin', 'append': True}, task_vars)
+                if created.get('failed'):
+                    result.update(failed=True, msg=created.get('msg', 'creating the user %s failed' % user))
+                    return result
+                result['changed'] = result['changed'] or bool(created.get('changed'))
+            files = self.module('llmops.serving.launch_files', self.launch_files_args(options, plan, task_vars, False),
+                                task_vars)
+            if files.get('failed'):
+                result.update(failed=True, msg=files.get('msg', 'llmops.serving.launch_files failed'))
+                return result
+            files_changed = bool(files.get('changed'))
+            result.update(changed=result['changed'] or files_changed, changed_files=files.get('changed_files') or [])
+            if 'diff' in files:
+                result['diff'] = files['diff']
+        start = _server_role.start(plan, args['state'] == 'restarted')
+        result.update(started=bool(start), pid=plan.get('pid'), launcher=plan['launcher'],
+                      process_pid=None, systemd_unit=None)
+        if start:
+            if plan['launcher'] == 'process':
+                started = self.module('llmops.serving.server_process', {
+                    'name': options['sglang_server_name'], 'state': start, 'command': [plan['script']],
+                    'pidfile': plan['pidfile'], 'log_path': options['sglang_server_log_path'],
+                    'stop_timeout': args['stop_timeout']}, task_vars)
+                pid = started.get('pid')
+            else:
+                started = self.module('ansible.builtin.systemd_service', {
+                    'name': plan['unit'], 'state': start, 'enabled': True, 'daemon_reload': files_changed or restored},
+                    task_vars)
+                if not started.get('failed'):
+                    after = self.module('ansible.builtin.systemd_service', {'name': plan['unit']}, task_vars)
+                    pid = (after.get('status') or {}).get('MainPID')
+            if started.get('failed'):
+                result.update(failed=True, msg=started.get('msg', 'starting the server failed'))
+                return result
+            result.update(changed=result['changed'] or bool(started.get('changed')), pid=pid)
+        # What llmops.serving.wait_for_llm_health watches: the process of the process launcher, else the unit.
+        if plan['launcher'] == 'process':
+            result['process_pid'] = result['pid']
+        else:
+            result['systemd_unit'] = plan['unit']
+        return result
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         options = _server_role.role_options(dict((name, value) for name, value in args.items() if name not in OWN_OPTIONS))
         try:
-            if args['state'] == 'present':
+            if args['state'] != 'planned':
                 if not args['plan']:
-                    result.update(failed=True, msg='state=present needs the plan of a state=planned run (plan)')
+                    result.update(failed=True, msg='state=%s needs the plan of a state=planned run (plan)' % args['state'])
                     return result
-                result.update(self.module('llmops.serving.launch_files',
-                                          self.launch_files_args(options, args['plan'], task_vars, False), task_vars))
-                return result
+                if args['state'] == 'present':
+                    result.update(self.module('llmops.serving.launch_files',
+                                              self.launch_files_args(options, args['plan'], task_vars, False), task_vars))
+                    return result
+                return self.start(options, args, task_vars, result)
 
             shim = args['shim'] or _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])['shim']
             plan = self.plan(options, shim, task_vars, result)

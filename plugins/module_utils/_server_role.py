@@ -134,6 +134,17 @@ def decision(plan, process_status, unit_status, files, restart):
     return result
 
 
+def start(plan, restart=False):
+    """The state llmops.serving.sglang_server's start asks of the launcher: ``restarted`` where the plan's action is
+    restart or ``restart`` is asked, ``started`` where it is start or the unit is not enabled, else None (the
+    server runs as wanted: nothing is started)."""
+    if restart or plan['action'] == 'restart':
+        return 'restarted'
+    if plan['action'] != 'none' or not plan.get('enabled', True):
+        return 'started'
+    return None
+
+
 def result(plan, health, rank_health, pid, engine, check_mode):
     """``sglang_server_result`` after apply: the plan's action, launcher, version and speculative settings, the
     server's ``pid`` and ``engine``, and what its health check (``health``, rank 0; ``rank_health``, a rank >= 1

@@ -25,6 +25,9 @@ description:
   - With O(state=present) renders the launch files of O(plan) and writes them, in one M(llmops.serving.launch_files)
     run - the configuration and log directories, the environment file, the API key file (O(api_key); removed
     without a key), the shim and the unit or launch script.
+  - With O(state=started) or O(state=restarted) also creates the server's user where the plan found it missing
+    (M(ansible.builtin.user)) and starts or restarts the server, detached (M(llmops.serving.server_process)) or
+    through its unit (M(ansible.builtin.systemd_service), enabled), and returns its PID (RV(pid)).
   - The environment file and the API key file are secrets of M(llmops.serving.launch_files) - never shown in a
     diff - and the server's environment is never part of the result.
 author:
@@ -43,13 +46,19 @@ attributes:
     support: full
 options:
   state:
-    description: V(planned) plans the server and changes nothing (RV(plan)); V(present) writes the launch files of O(plan).
+    description: V(planned) plans the server and changes nothing (RV(plan)); V(present) writes the launch files of O(plan); V(started) also starts or restarts the server as O(plan) decided (RV(plan.action)), V(restarted) restarts it in any case.
     type: str
-    choices: [planned, present]
+    choices: [planned, present, started, restarted]
     default: planned
   plan:
-    description: The plan of an earlier O(state=planned) run (its RV(plan)); required with O(state=present).
+    description:
+      - The plan of an earlier O(state=planned) run (its RV(plan)); required unless O(state=planned).
+      - A plan with C(restored=true) (the role's rollback, whose launch files M(llmops.serving.last_good_config) put
+        back) writes no launch file and reloads systemd before the restart.
     type: dict
+  stop_timeout:
+    description: Seconds between C(SIGTERM) and C(SIGKILL) when the server stops (M(llmops.serving.server_process)); 60 when null.
+    type: float
   restart:
     description: Restart the server even where nothing changed (V(false) when null).
     type: bool
@@ -329,7 +338,7 @@ missing_paths:
   sample: {sglang_server_model_path: /srv/models/gone}
 changed_files:
   description: The paths created, rewritten or removed; in check mode those that would be (M(llmops.serving.launch_files)).
-  returned: with O(state=present)
+  returned: unless O(state=planned)
   type: list
   elements: str
   sample: [/etc/llmops/sglang-main.sh]
@@ -339,15 +348,36 @@ users_to_fix:
   type: list
   elements: str
   sample: [sglang]
+started:
+  description: Whether the server was started or restarted (in check mode, would be).
+  returned: with O(state=started) or O(state=restarted)
+  type: bool
+pid:
+  description: The server's PID (the unit's main PID with systemd); the plan's where nothing started.
+  returned: with O(state=started) or O(state=restarted)
+  type: int
+process_pid:
+  description: RV(pid) with the process launcher, else null (M(llmops.serving.wait_for_llm_health)'s O(llmops.serving.wait_for_llm_health#module:pid)).
+  returned: with O(state=started) or O(state=restarted)
+  type: int
+systemd_unit:
+  description: The unit with the systemd launcher, else null (M(llmops.serving.wait_for_llm_health)'s O(llmops.serving.wait_for_llm_health#module:systemd_unit)).
+  returned: with O(state=started) or O(state=restarted)
+  type: str
+launcher:
+  description: The plan's launcher, C(systemd) or C(process).
+  returned: with O(state=started) or O(state=restarted)
+  type: str
 '''
 
 from ansible.module_utils.basic import AnsibleModule
 
 ARGUMENT_SPEC = dict(
-    state=dict(type='str', choices=['planned', 'present'], default='planned'),
+    state=dict(type='str', choices=['planned', 'present', 'started', 'restarted'], default='planned'),
     plan=dict(type='dict'),
     restart=dict(type='bool'),
     shim=dict(type='path'),
+    stop_timeout=dict(type='float'),
     engine=dict(type='str', choices=['sglang', 'vllm']),
     model_path=dict(type='str'),
     served_model_name=dict(type='str'),

@@ -118,3 +118,12 @@ def test_role_options_fill_the_role_defaults_for_null():
     assert options['sglang_server_user'] is None
     assert options['sglang_server_log_path'] == '/var/log/llmops/sglang-side.log'
     assert _server_role.role_options({'name': None, 'log_path': '/l/x.log'})['sglang_server_log_path'] == '/l/x.log'
+
+
+def test_start_follows_the_plan():
+    assert _server_role.start({'action': 'restart'}) == 'restarted'
+    assert _server_role.start({'action': 'start'}) == 'started'
+    assert _server_role.start({'action': 'none'}) is None
+    # a unit that runs but is not enabled is started (enabled) again; state=restarted restarts in any case
+    assert _server_role.start({'action': 'none', 'enabled': False}) == 'started'
+    assert _server_role.start({'action': 'none'}, restart=True) == 'restarted'

@@ -23,7 +23,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import _server_plan
 from ansible_collections.llmops.serving.plugins.modules.sglang_server import ARGUMENT_SPEC
 
 # The module's options that are not role options of the plan.
-OWN_OPTIONS = ('state', 'plan', 'restart', 'shim', 'stop_timeout')
+OWN_OPTIONS = ('state', 'plan', 'restart', 'shim', 'stop_timeout', 'restored')
 # The variable the environment file's template renders (templates/env.j2), and the names of the environment
 # variables the launcher shim reads (templates/llmops_launch.py.j2).
 ENVIRONMENT = '__sglang_server_environment'
@@ -198,6 +198,19 @@ class ActionModule(ActionBase):
                     return result
                 return self.start(options, args, task_vars, result)
 
+            if args['restored']:
+                # The rollback's plan: the restored record's, restarted; nothing on the host is read.
+                host = task_vars['inventory_hostname']
+                try:
+                    layout = _server_plan.group_layout(host, options['sglang_server_group_hosts'],
+                                                       lambda member: task_vars['hostvars'][member].get('ansible_host') or member,
+                                                       options['sglang_server_dist_init_port'])
+                except _server_plan.PlanError as exc:
+                    result.update(failed=True, msg=str(exc))
+                    return result
+                names = _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])
+                result.update(changed=False, plan=_server_role.restored_plan(layout, names, args['restored']))
+                return result
             shim = args['shim'] or _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])['shim']
             plan = self.plan(options, shim, task_vars, result)
             if plan is None:

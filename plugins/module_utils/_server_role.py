@@ -134,6 +134,18 @@ def decision(plan, process_status, unit_status, files, restart):
     return result
 
 
+def restored_plan(layout, file_names, restored):
+    """The plan of a rollback: the group ``layout`` (``_server_plan.group_layout``), the ``file_names`` (names()),
+    and the launcher, command, version and depth of the record llmops.serving.last_good_config put back
+    (``restored``, its result with state=restored), restarted; ``restored`` true: its launch files are not written."""
+    metadata = restored.get('metadata') or {}
+    plan = {'group': layout['group'], 'nnodes': layout['nnodes'], 'node_rank': layout['node_rank']}
+    plan.update(file_names)
+    plan.update(action='restart', restored=True, launcher=metadata.get('launcher'), command=metadata.get('command'),
+                version=metadata.get('version'), speculative={'depth': metadata.get('depth')})
+    return plan
+
+
 def start(plan, restart=False):
     """The state llmops.serving.sglang_server's start asks of the launcher: ``restarted`` where the plan's action is
     restart or ``restart`` is asked, ``started`` where it is start or the unit is not enabled, else None (the

@@ -56,6 +56,12 @@ options:
       - A plan with C(restored=true) (the role's rollback, whose launch files M(llmops.serving.last_good_config) put
         back) writes no launch file and reloads systemd before the restart.
     type: dict
+  restored:
+    description:
+      - With O(state=planned), the result of M(llmops.serving.last_good_config) with C(state=restored) (a rollback): the
+        plan is that record's launcher, command, version and depth, with the group's layout and the names of the unit
+        and launch files, RV(plan.action) V(restart) and C(restored=true); nothing on the host is read.
+    type: dict
   stop_timeout:
     description: Seconds between C(SIGTERM) and C(SIGKILL) when the server stops (M(llmops.serving.server_process)); 60 when null.
     type: float
@@ -378,6 +384,7 @@ ARGUMENT_SPEC = dict(
     restart=dict(type='bool'),
     shim=dict(type='path'),
     stop_timeout=dict(type='float'),
+    restored=dict(type='dict'),
     engine=dict(type='str', choices=['sglang', 'vllm']),
     model_path=dict(type='str'),
     served_model_name=dict(type='str'),

@@ -127,3 +127,13 @@ def test_start_follows_the_plan():
     # a unit that runs but is not enabled is started (enabled) again; state=restarted restarts in any case
     assert _server_role.start({'action': 'none', 'enabled': False}) == 'started'
     assert _server_role.start({'action': 'none'}, restart=True) == 'restarted'
+
+
+def test_restored_plan_is_the_record_s_restarted():
+    layout = {'group': ['a', 'b'], 'nnodes': 2, 'node_rank': 1, 'dist_init_addr': 'a:20000'}
+    names = _server_role.names('main', '/etc/llmops', '/run/llmops', '127.0.0.1', 30000)
+    restored = {'metadata': {'launcher': 'process', 'command': ['x'], 'version': '0.5.1', 'depth': 3}}
+    plan = _server_role.restored_plan(layout, names, restored)
+    assert plan['action'] == 'restart' and plan['restored'] is True and plan['node_rank'] == 1
+    assert plan['pidfile'] == '/run/llmops/sglang-main.pid' and plan['speculative'] == {'depth': 3}
+    assert _server_role.start(plan) == 'restarted'

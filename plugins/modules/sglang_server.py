@@ -58,7 +58,7 @@ options:
     type: dict
   restored:
     description:
-      - With O(state=planned), the result of M(llmops.serving.last_good_config) with C(state=restored) (a rollback): the
+      - With O(state=planned), the result of M(llmops.serving.last_good_config) with C(state=restored) (a rollback) - the
         plan is that record's launcher, command, version and depth, with the group's layout and the names of the unit
         and launch files, RV(plan.action) V(restart) and C(restored=true); nothing on the host is read.
     type: dict

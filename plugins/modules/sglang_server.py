@@ -184,7 +184,6 @@ options:
   api_key:
     description: The role variable C(sglang_server_api_key) (see the C(sglang_server) role's argument specification).
     type: str
-    no_log: true
   log_path:
     description: The role variable C(sglang_server_log_path) (see the C(sglang_server) role's argument specification).
     type: path
@@ -403,7 +402,7 @@ ARGUMENT_SPEC = dict(
     speculative_depth=dict(type='int'),
     speculative_num_steps=dict(type='int'),
     speculative_eagle_topk=dict(type='int'),
-    speculative_num_draft_tokens=dict(type='int'),
+    speculative_num_draft_tokens=dict(type='int', no_log=False),
     speculative_adaptive=dict(type='bool'),
     speculative_adaptive_config=dict(type='str'),
     group_hosts=dict(type='list', elements='str'),

@@ -23,7 +23,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import _server_plan
 from ansible_collections.llmops.serving.plugins.modules.sglang_server import ARGUMENT_SPEC
 
 # The module's options that are not role options of the plan.
-OWN_OPTIONS = ('state', 'plan', 'restart', 'shim', 'stop_timeout', 'restored')
+OWN_OPTIONS = ('state', 'plan', 'restart', 'shim', 'stop_timeout', 'restored', 'rollback_reason')
 # The variable the environment file's template renders (templates/env.j2), and the names of the environment
 # variables the launcher shim reads (templates/llmops_launch.py.j2).
 ENVIRONMENT = '__sglang_server_environment'
@@ -125,6 +125,7 @@ class ActionModule(ActionBase):
         plan.update(gpus)
         plan.update(layout)
         plan.update(_server_role.role_plan(options, plan))
+        plan.update(_server_role.health_settings(options))
         return plan
 
     def start(self, options, args, task_vars, result):
@@ -200,6 +201,10 @@ class ActionModule(ActionBase):
 
             if args['restored']:
                 # The rollback's plan: the restored record's, restarted; nothing on the host is read.
+                outcome = _server_role.rollback_outcome(args['restored'], args['rollback_reason'])
+                result.update(changed=False, outcome=outcome, plan={})
+                if outcome['state'] != 'rolled_back':
+                    return result
                 host = task_vars['inventory_hostname']
                 try:
                     layout = _server_plan.group_layout(host, options['sglang_server_group_hosts'],
@@ -209,7 +214,9 @@ class ActionModule(ActionBase):
                     result.update(failed=True, msg=str(exc))
                     return result
                 names = _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])
-                result.update(changed=False, plan=_server_role.restored_plan(layout, names, args['restored']))
+                plan = _server_role.restored_plan(layout, names, args['restored'])
+                plan.update(_server_role.health_settings(options))
+                result.update(changed=False, plan=plan)
                 return result
             shim = args['shim'] or _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])['shim']
             plan = self.plan(options, shim, task_vars, result)

@@ -40,7 +40,8 @@ DEFAULTS = {'engine': 'sglang', 'served_model_name': '', 'tp_size': 8, 'host': '
             'speculative_draft_model_path': '', 'speculative_adaptive': False, 'speculative_adaptive_config': '',
             'group_hosts': [], 'dist_init_port': 20000, 'gpus': [], 'env': {}, 'python': '/usr/bin/python3',
             'launcher': '', 'name': 'main', 'config_dir': '/etc/llmops', 'run_dir': '/run/llmops',
-            'user_home': '/var/lib/sglang', 'state_dir': '/var/lib/llmops/last-good', 'user_groups': [], 'api_key': ''}
+            'user_home': '/var/lib/sglang', 'state_dir': '/var/lib/llmops/last-good', 'user_groups': [], 'api_key': '',
+            'smoke': True}
 
 
 def role_options(args):
@@ -134,6 +135,16 @@ def decision(plan, process_status, unit_status, files, restart):
     return result
 
 
+def health_settings(options):
+    """``{smoke, min_accept_length}`` of the health check after a start (llmops.serving.wait_for_llm_health): the
+    smoke request on the server's native API (SGLang) or the OpenAI-compatible one, or none without
+    sglang_server_smoke; the acceptance floor only with a drafter (else None: unset)."""
+    smoke = ('generate' if options[PREFIX + 'engine'] == 'sglang' else 'completions') if options[PREFIX + 'smoke'] else 'none'
+    floor = options.get(PREFIX + 'min_accept_length')
+    drafter = options[PREFIX + 'speculative_draft_model_path'] or ''
+    return {'smoke': smoke, 'min_accept_length': floor if drafter and floor is not None else None}
+
+
 def restored_plan(layout, file_names, restored):
     """The plan of a rollback: the group ``layout`` (``_server_plan.group_layout``), the ``file_names`` (names()),
     and the launcher, command, version and depth of the record llmops.serving.last_good_config put back
@@ -144,6 +155,23 @@ def restored_plan(layout, file_names, restored):
     plan.update(action='restart', restored=True, launcher=metadata.get('launcher'), command=metadata.get('command'),
                 version=metadata.get('version'), speculative={'depth': metadata.get('depth')})
     return plan
+
+
+def rollback_outcome(restored, reason):
+    """What a rollback's result says before its restart (the sglang_server role's ``sglang_server_result``, tasks/
+    rollback.yml): ``state`` rolled_back where llmops.serving.last_good_config put a record back (``restored``, its
+    result with state=restored, run with failed_when false), else failed; the ``record`` it selected; the
+    ``reason`` (``reason``, sglang_server_rollback_reason), with why the server is left stopped where nothing was
+    put back."""
+    restorable = bool(restored.get('found')) and not restored.get('failed')
+    if restorable:
+        suffix = ''
+    elif not restored.get('found'):
+        suffix = '; no last good configuration was recorded, the server is left stopped'
+    else:
+        suffix = '; %s; the server is left stopped' % restored.get('msg')
+    return {'state': 'rolled_back' if restorable else 'failed', 'record': restored.get('selected') or {},
+            'reason': '%s%s' % (reason, suffix)}
 
 
 def start(plan, restart=False):

@@ -61,7 +61,19 @@ options:
       - With O(state=planned), the result of M(llmops.serving.last_good_config) with C(state=restored) (a rollback) - the
         plan is that record's launcher, command, version and depth, with the group's layout and the names of the unit
         and launch files, RV(plan.action) V(restart) and C(restored=true); nothing on the host is read.
+      - RV(outcome) says what the rollback's result is before its restart; where nothing was put back RV(plan) is empty.
     type: dict
+  smoke:
+    description:
+      - Whether the health check after a start sends a smoke request (RV(plan.smoke)); V(true) when null.
+    type: bool
+  min_accept_length:
+    description:
+      - The acceptance floor of the health check after a start, with a drafter (RV(plan.min_accept_length)).
+    type: float
+  rollback_reason:
+    description: With O(restored), why the rollback runs, the start of RV(outcome.reason).
+    type: str
   stop_timeout:
     description: Seconds between C(SIGTERM) and C(SIGKILL) when the server stops (M(llmops.serving.server_process)); 60 when null.
     type: float
@@ -330,6 +342,12 @@ plan:
     previous_version:
       description: The version of the newest last good record (the summary's "from"), null without one.
       type: str
+    smoke:
+      description: The health check's smoke request, C(generate) (SGLang's native API), C(completions) or C(none) (O(smoke) false).
+      type: str
+    min_accept_length:
+      description: O(min_accept_length) where O(speculative_draft_model_path) is set, else null.
+      type: float
     action:
       description:
         - V(start) where the server does not run, V(restart) where a launch file changed or O(restart) is set,
@@ -353,6 +371,20 @@ users_to_fix:
   type: list
   elements: str
   sample: [sglang]
+outcome:
+  description: With O(restored), what the rollback's result is before its restart.
+  returned: with O(restored)
+  type: dict
+  contains:
+    state:
+      description: C(rolled_back) where a record was put back, else C(failed) (the server is left stopped).
+      type: str
+    record:
+      description: The record M(llmops.serving.last_good_config) selected (its C(selected)), else empty.
+      type: dict
+    reason:
+      description: O(rollback_reason), with why the server is left stopped where nothing was put back.
+      type: str
 started:
   description: Whether the server was started or restarted (in check mode, would be).
   returned: with O(state=started) or O(state=restarted)
@@ -384,6 +416,9 @@ ARGUMENT_SPEC = dict(
     shim=dict(type='path'),
     stop_timeout=dict(type='float'),
     restored=dict(type='dict'),
+    rollback_reason=dict(type='str'),
+    smoke=dict(type='bool'),
+    min_accept_length=dict(type='float'),
     engine=dict(type='str', choices=['sglang', 'vllm']),
     model_path=dict(type='str'),
     served_model_name=dict(type='str'),

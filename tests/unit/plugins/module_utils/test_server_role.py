@@ -137,3 +137,23 @@ def test_restored_plan_is_the_record_s_restarted():
     assert plan['action'] == 'restart' and plan['restored'] is True and plan['node_rank'] == 1
     assert plan['pidfile'] == '/run/llmops/sglang-main.pid' and plan['speculative'] == {'depth': 3}
     assert _server_role.start(plan) == 'restarted'
+
+
+def test_rollback_outcome_words():
+    ok = _server_role.rollback_outcome({'found': True, 'selected': {'id': 'r1'}}, 'canary gate: slow')
+    assert ok == {'state': 'rolled_back', 'record': {'id': 'r1'}, 'reason': 'canary gate: slow'}
+    none = _server_role.rollback_outcome({'found': False}, 'x')
+    assert none['state'] == 'failed' and none['record'] == {}
+    assert none['reason'] == 'x; no last good configuration was recorded, the server is left stopped'
+    gone = _server_role.rollback_outcome({'found': True, 'failed': True, 'msg': 'its engine is gone'}, 'x')
+    assert gone['reason'] == 'x; its engine is gone; the server is left stopped'
+
+
+def test_health_settings():
+    options = _server_role.role_options({'engine': 'vllm', 'smoke': None, 'speculative_draft_model_path': '',
+                                         'min_accept_length': 2.0, 'name': None, 'log_path': None})
+    assert _server_role.health_settings(options) == {'smoke': 'completions', 'min_accept_length': None}
+    options.update(sglang_server_engine='sglang', sglang_server_speculative_draft_model_path='/d')
+    assert _server_role.health_settings(options) == {'smoke': 'generate', 'min_accept_length': 2.0}
+    options['sglang_server_smoke'] = False
+    assert _server_role.health_settings(options)['smoke'] == 'none'

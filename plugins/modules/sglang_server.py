@@ -84,26 +84,26 @@ options:
     description: Path of the launcher shim on the host, the first argument of the launch command (C(<config_dir>/llmops_launch.py) when null).
     type: path
   engine:
-    description: The role variable C(sglang_server_engine) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_engine) (see the C(sglang_server) role's argument specification); V(sglang) when null.
     type: str
     choices: [sglang, vllm]
   model_path:
     description: The role variable C(sglang_server_model_path) (see the C(sglang_server) role's argument specification).
     type: str
   served_model_name:
-    description: The role variable C(sglang_server_served_model_name) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_served_model_name) (see the C(sglang_server) role's argument specification); V('') when null.
     type: str
   tp_size:
-    description: The role variable C(sglang_server_tp_size) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_tp_size) (see the C(sglang_server) role's argument specification); V(8) when null.
     type: int
   dist_timeout:
     description: The role variable C(sglang_server_dist_timeout) (see the C(sglang_server) role's argument specification).
     type: int
   host:
-    description: The role variable C(sglang_server_host) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_host) (see the C(sglang_server) role's argument specification); V(127.0.0.1) when null.
     type: str
   port:
-    description: The role variable C(sglang_server_port) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_port) (see the C(sglang_server) role's argument specification); V(30000) when null.
     type: int
   mem_fraction_static:
     description: The role variable C(sglang_server_mem_fraction_static) (see the C(sglang_server) role's argument specification).
@@ -115,19 +115,19 @@ options:
     description: The role variable C(sglang_server_cuda_graph_max_bs) (see the C(sglang_server) role's argument specification).
     type: int
   enable_metrics:
-    description: The role variable C(sglang_server_enable_metrics) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_enable_metrics) (see the C(sglang_server) role's argument specification); V(true) when null.
     type: bool
   trust_remote_code:
-    description: The role variable C(sglang_server_trust_remote_code) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_trust_remote_code) (see the C(sglang_server) role's argument specification); V(false) when null.
     type: bool
   extra_args:
-    description: The role variable C(sglang_server_extra_args) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_extra_args) (see the C(sglang_server) role's argument specification); V([]) when null.
     type: raw
   speculative_algorithm:
-    description: The role variable C(sglang_server_speculative_algorithm) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_speculative_algorithm) (see the C(sglang_server) role's argument specification); V(EAGLE3) when null.
     type: str
   speculative_draft_model_path:
-    description: The role variable C(sglang_server_speculative_draft_model_path) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_speculative_draft_model_path) (see the C(sglang_server) role's argument specification); V('') when null.
     type: str
   speculative_depth:
     description: The role variable C(sglang_server_speculative_depth) (see the C(sglang_server) role's argument specification).
@@ -142,62 +142,62 @@ options:
     description: The role variable C(sglang_server_speculative_num_draft_tokens) (see the C(sglang_server) role's argument specification).
     type: int
   speculative_adaptive:
-    description: The role variable C(sglang_server_speculative_adaptive) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_speculative_adaptive) (see the C(sglang_server) role's argument specification); V(false) when null.
     type: bool
   speculative_adaptive_config:
-    description: The role variable C(sglang_server_speculative_adaptive_config) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_speculative_adaptive_config) (see the C(sglang_server) role's argument specification); V('') when null.
     type: str
   group_hosts:
-    description: The role variable C(sglang_server_group_hosts) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_group_hosts) (see the C(sglang_server) role's argument specification); V([]) when null.
     type: list
     elements: str
   dist_init_port:
-    description: The role variable C(sglang_server_dist_init_port) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_dist_init_port) (see the C(sglang_server) role's argument specification); V(20000) when null.
     type: int
   gpus:
-    description: The role variable C(sglang_server_gpus) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_gpus) (see the C(sglang_server) role's argument specification); V([]) when null.
     type: list
     elements: str
   env:
-    description: The role variable C(sglang_server_env) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_env) (see the C(sglang_server) role's argument specification); V({}) when null.
     type: dict
   python:
-    description: The role variable C(sglang_server_python) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_python) (see the C(sglang_server) role's argument specification); V(/usr/bin/python3) when null.
     type: path
   launcher:
-    description: The role variable C(sglang_server_launcher) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_launcher) (see the C(sglang_server) role's argument specification); V('') when null.
     type: str
     choices: ['', systemd, process]
   help_cache_dir:
     description: The role variable C(sglang_server_help_cache_dir) (see the C(sglang_server) role's argument specification).
     type: str
   name:
-    description: The role variable C(sglang_server_name) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_name) (see the C(sglang_server) role's argument specification); V(main) when null.
     type: str
   config_dir:
-    description: The role variable C(sglang_server_config_dir) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_config_dir) (see the C(sglang_server) role's argument specification); V(/etc/llmops) when null.
     type: path
   run_dir:
-    description: The role variable C(sglang_server_run_dir) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_run_dir) (see the C(sglang_server) role's argument specification); V(/run/llmops) when null.
     type: path
   user:
     description: The role variable C(sglang_server_user) (see the C(sglang_server) role's argument specification).
     type: str
   user_home:
-    description: The role variable C(sglang_server_user_home) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_user_home) (see the C(sglang_server) role's argument specification); V(/var/lib/sglang) when null.
     type: path
   state_dir:
-    description: The role variable C(sglang_server_state_dir) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_state_dir) (see the C(sglang_server) role's argument specification); V(/var/lib/llmops/last-good) when null.
     type: path
   user_groups:
-    description: The role variable C(sglang_server_user_groups) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_user_groups) (see the C(sglang_server) role's argument specification); V([]) when null.
     type: list
     elements: str
   api_key:
-    description: The role variable C(sglang_server_api_key) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_api_key) (see the C(sglang_server) role's argument specification); V('') when null.
     type: str
   log_path:
-    description: The role variable C(sglang_server_log_path) (see the C(sglang_server) role's argument specification).
+    description: The role variable C(sglang_server_log_path) (see the C(sglang_server) role's argument specification); C(/var/log/llmops/sglang-<name>.log) when null.
     type: path
 notes:
   - The role's options are documented in the C(sglang_server) role's argument specification.

@@ -183,12 +183,39 @@ class ActionModule(ActionBase):
             result['systemd_unit'] = plan['unit']
         return result
 
+    def stop(self, options, args, task_vars, result):
+        """state=stopped: the process-launched server and every process of its session (unless the launcher is
+        systemd), and the unit, stopped and disabled, where its file exists (unless the launcher is process)."""
+        names = _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])
+        launcher = options['sglang_server_launcher']
+        result.update(changed=False)
+        if launcher != 'systemd':
+            stopped = self.module('llmops.serving.server_process', {
+                'name': options['sglang_server_name'], 'state': 'stopped', 'pidfile': names['pidfile'],
+                'stop_timeout': args['stop_timeout']}, task_vars)
+            if stopped.get('failed'):
+                result.update(failed=True, msg=stopped.get('msg', 'stopping the server failed'))
+                return result
+            result['changed'] = bool(stopped.get('changed'))
+        if launcher != 'process':
+            unit_file = self.module('ansible.builtin.stat', {'path': names['unit_file']}, task_vars)
+            if (unit_file.get('stat') or {}).get('exists'):
+                stopped = self.module('ansible.builtin.systemd_service', {
+                    'name': names['unit'], 'state': 'stopped', 'enabled': False}, task_vars)
+                if stopped.get('failed'):
+                    result.update(failed=True, msg=stopped.get('msg', 'stopping the unit failed'))
+                    return result
+                result['changed'] = result['changed'] or bool(stopped.get('changed'))
+        return result
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         options = _server_role.role_options(dict((name, value) for name, value in args.items() if name not in OWN_OPTIONS))
         try:
+            if args['state'] == 'stopped':
+                return self.stop(options, args, task_vars, result)
             if args['state'] != 'planned':
                 if not args['plan']:
                     result.update(failed=True, msg='state=%s needs the plan of a state=planned run (plan)' % args['state'])

@@ -28,6 +28,9 @@ description:
   - With O(state=started) or O(state=restarted) also creates the server's user where the plan found it missing
     (M(ansible.builtin.user)) and starts or restarts the server, detached (M(llmops.serving.server_process)) or
     through its unit (M(ansible.builtin.systemd_service), enabled), and returns its PID (RV(pid)).
+  - With O(state=stopped) stops the server and its whole process tree, whichever launcher started it (O(launcher)
+    empty - both) - the process-launched server and every process of its session (M(llmops.serving.server_process)),
+    and the unit, stopped and disabled, where its file exists.
   - The environment file and the API key file are secrets of M(llmops.serving.launch_files) - never shown in a
     diff - and the server's environment is never part of the result.
 author:
@@ -46,9 +49,9 @@ attributes:
     support: full
 options:
   state:
-    description: V(planned) plans the server and changes nothing (RV(plan)); V(present) writes the launch files of O(plan); V(started) also starts or restarts the server as O(plan) decided (RV(plan.action)), V(restarted) restarts it in any case.
+    description: V(planned) plans the server and changes nothing (RV(plan)); V(present) writes the launch files of O(plan); V(started) also starts or restarts the server as O(plan) decided (RV(plan.action)), V(restarted) restarts it in any case; V(stopped) stops it (no O(plan) needed).
     type: str
-    choices: [planned, present, started, restarted]
+    choices: [planned, present, started, restarted, stopped]
     default: planned
   plan:
     description:
@@ -410,7 +413,7 @@ launcher:
 from ansible.module_utils.basic import AnsibleModule
 
 ARGUMENT_SPEC = dict(
-    state=dict(type='str', choices=['planned', 'present', 'started', 'restarted'], default='planned'),
+    state=dict(type='str', choices=['planned', 'present', 'started', 'restarted', 'stopped'], default='planned'),
     plan=dict(type='dict'),
     restart=dict(type='bool'),
     shim=dict(type='path'),

@@ -267,8 +267,8 @@ class ActionModule(ActionBase):
             if files.get('failed'):
                 result.update(failed=True, msg=files.get('msg', 'llmops.serving.launch_files failed'))
                 return result
-            result.update(changed=False, plan=_server_role.decision(plan, process_status, unit_status, files,
-                                                                     bool(args['restart'])))
+            decided = _server_role.decision(plan, process_status, unit_status, files, bool(args['restart']))
+            result.update(changed=False, plan=decided)
             return result
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)  # none with pipelining

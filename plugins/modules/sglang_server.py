@@ -49,7 +49,10 @@ attributes:
     support: full
 options:
   state:
-    description: V(planned) plans the server and changes nothing (RV(plan)); V(present) writes the launch files of O(plan); V(started) also starts or restarts the server as O(plan) decided (RV(plan.action)), V(restarted) restarts it in any case; V(stopped) stops it (no O(plan) needed).
+    description:
+      - V(planned) plans the server and changes nothing (RV(plan)); V(present) writes the launch files of O(plan).
+      - V(started) also starts or restarts the server as O(plan) decided (RV(plan.action)), V(restarted) restarts it in
+        any case; V(stopped) stops it (no O(plan) needed).
     type: str
     choices: [planned, present, started, restarted, stopped]
     default: planned
@@ -200,7 +203,9 @@ options:
     description: The role variable C(sglang_server_api_key) (see the C(sglang_server) role's argument specification); V('') when null.
     type: str
   log_path:
-    description: The role variable C(sglang_server_log_path) (see the C(sglang_server) role's argument specification); C(/var/log/llmops/sglang-<name>.log) when null.
+    description:
+      - The role variable C(sglang_server_log_path) (see the C(sglang_server) role's argument specification).
+      - C(/var/log/llmops/sglang-<name>.log) when null.
     type: path
 notes:
   - The role's options are documented in the C(sglang_server) role's argument specification.
@@ -401,7 +406,9 @@ process_pid:
   returned: with O(state=started) or O(state=restarted)
   type: int
 systemd_unit:
-  description: The unit with the systemd launcher, else null (M(llmops.serving.wait_for_llm_health)'s O(llmops.serving.wait_for_llm_health#module:systemd_unit)).
+  description:
+    - The unit with the systemd launcher, else null
+      (M(llmops.serving.wait_for_llm_health)'s O(llmops.serving.wait_for_llm_health#module:systemd_unit)).
   returned: with O(state=started) or O(state=restarted)
   type: str
 launcher:

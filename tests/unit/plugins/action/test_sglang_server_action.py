@@ -70,8 +70,8 @@ def test_a_restored_plan_restarts_the_unit_with_a_reload_and_writes_nothing():
 def test_stopped_stops_the_process_and_the_unit_where_its_file_exists():
     answers = {'ansible.builtin.stat': {'stat': {'exists': False}}, 'llmops.serving.server_process': {'changed': False}}
     result, ran = run({'state': 'stopped', 'name': 'side', 'stop_timeout': 5}, answers)
-    assert ran[0] == ('llmops.serving.server_process', {'name': 'side', 'state': 'stopped',
-                                                       'pidfile': '/run/llmops/sglang-side.pid', 'stop_timeout': 5.0})
+    assert ran[0] == ('llmops.serving.server_process',
+                      {'name': 'side', 'state': 'stopped', 'pidfile': '/run/llmops/sglang-side.pid', 'stop_timeout': 5.0})
     assert [name for name, _ in ran] == ['llmops.serving.server_process', 'ansible.builtin.stat']
     assert result['changed'] is False
     answers['ansible.builtin.stat'] = {'stat': {'exists': True}}

@@ -208,6 +208,26 @@ class ActionModule(ActionBase):
                 result['changed'] = result['changed'] or bool(stopped.get('changed'))
         return result
 
+    def status(self, options, task_vars, result):
+        """state=status: whether the server runs (its pidfile, else its unit where its file exists) and what it says
+        of itself (llmops.serving.llm_server_info); changes nothing."""
+        names = _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])
+        process_status = self.module('llmops.serving.server_process', {
+            'name': options['sglang_server_name'], 'state': 'status', 'pidfile': names['pidfile']}, task_vars)
+        unit_status = {}
+        unit_file = self.module('ansible.builtin.stat', {'path': names['unit_file']}, task_vars)
+        if (unit_file.get('stat') or {}).get('exists'):
+            unit_status = self.module('ansible.builtin.systemd_service', {'name': names['unit']}, task_vars)
+        # An empty API key sends none.
+        info = self.module('llmops.serving.llm_server_info', {
+            'url': names['url'], 'api_key': options['sglang_server_api_key'], 'request_timeout': 10}, task_vars)
+        for read in (process_status, unit_status, info):
+            if read.get('failed'):
+                result.update(failed=True, msg=read.get('msg', 'reading the state of the server failed'))
+                return result
+        result.update(changed=False, status=_server_role.status(process_status, unit_status, info))
+        return result
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -216,6 +236,8 @@ class ActionModule(ActionBase):
         try:
             if args['state'] == 'stopped':
                 return self.stop(options, args, task_vars, result)
+            if args['state'] == 'status':
+                return self.status(options, task_vars, result)
             if args['state'] != 'planned':
                 if not args['plan']:
                     result.update(failed=True, msg='state=%s needs the plan of a state=planned run (plan)' % args['state'])

@@ -19,14 +19,9 @@ def server_result(plan, health, rank_health, pid, engine, check_mode=False):
     return _server_role.result(plan, health, rank_health, pid, engine, boolean(check_mode, strict=False))
 
 
-def server_status(process_status, unit_status, info):
-    return _server_role.status(process_status or {}, unit_status or {}, info)
-
-
 class FilterModule:
     def filters(self):
         return {name: as_filter(function, (KeyError, TypeError, ValueError)) for name, function in (
             ('server_names', server_names),
             ('server_result', server_result),
-            ('server_status', server_status),
         )}

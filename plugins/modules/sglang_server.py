@@ -31,6 +31,8 @@ description:
   - With O(state=stopped) stops the server and its whole process tree, whichever launcher started it (O(launcher)
     empty - both) - the process-launched server and every process of its session (M(llmops.serving.server_process)),
     and the unit, stopped and disabled, where its file exists.
+  - With O(state=status) (changes nothing) reads whether the server runs (M(llmops.serving.server_process), and the
+    unit where its file exists) and what it says of itself (M(llmops.serving.llm_server_info)).
   - The environment file and the API key file are secrets of M(llmops.serving.launch_files) - never shown in a
     diff - and the server's environment is never part of the result.
 author:
@@ -52,9 +54,9 @@ options:
     description:
       - V(planned) plans the server and changes nothing (RV(plan)); V(present) writes the launch files of O(plan).
       - V(started) also starts or restarts the server as O(plan) decided (RV(plan.action)), V(restarted) restarts it in
-        any case; V(stopped) stops it (no O(plan) needed).
+        any case; V(stopped) stops it (no O(plan) needed); V(status) reads its state (RV(status)).
     type: str
-    choices: [planned, present, started, restarted, stopped]
+    choices: [planned, present, started, restarted, stopped, status]
     default: planned
   plan:
     description:
@@ -379,6 +381,41 @@ users_to_fix:
   type: list
   elements: str
   sample: [sglang]
+status:
+  description: With O(state=status), the server's state.
+  returned: with O(state=status)
+  type: dict
+  contains:
+    running:
+      description: Whether the server runs (its pidfile, else its unit is active).
+      type: bool
+    pid:
+      description: Its PID (the pidfile's, else the unit's main PID), null where it does not run.
+      type: int
+    healthy:
+      description: Whether it answered its health check.
+      type: bool
+    unauthorized:
+      description: Whether it refused the request for its info (the API key is missing or wrong).
+      type: bool
+    version:
+      description: The version it reports.
+      type: str
+    depth:
+      description: The speculative depth it runs.
+      type: int
+    adaptive:
+      description: Whether it runs adaptive speculation.
+      type: bool
+    accept_length:
+      description: Its acceptance length.
+      type: float
+    accept_length_source:
+      description: Where the acceptance length comes from (M(llmops.serving.llm_server_info)).
+      type: str
+    msg:
+      description: What M(llmops.serving.llm_server_info) said.
+      type: str
 outcome:
   description: With O(restored), what the rollback's result is before its restart.
   returned: with O(restored)
@@ -420,7 +457,7 @@ launcher:
 from ansible.module_utils.basic import AnsibleModule
 
 ARGUMENT_SPEC = dict(
-    state=dict(type='str', choices=['planned', 'present', 'started', 'restarted', 'stopped'], default='planned'),
+    state=dict(type='str', choices=['planned', 'present', 'started', 'restarted', 'stopped', 'status'], default='planned'),
     plan=dict(type='dict'),
     restart=dict(type='bool'),
     shim=dict(type='path'),

@@ -84,3 +84,14 @@ def test_stopped_stops_the_process_and_the_unit_where_its_file_exists():
 def test_a_start_needs_a_plan():
     result, ran = run({'state': 'started'})
     assert result['failed'] and ran == [] and 'needs the plan' in result['msg']
+
+
+def test_status_reads_the_process_the_unit_where_it_exists_and_the_server():
+    info = {'healthy': True, 'unauthorized': False, 'version': '0.5.1', 'speculative': {'depth': 3},
+            'accept_length': 2.5, 'accept_length_source': 'metrics'}
+    answers = {'llmops.serving.server_process': {'running': True, 'pid': 9}, 'ansible.builtin.stat': {'stat': {'exists': False}},
+               'llmops.serving.llm_server_info': info}
+    result, ran = run({'state': 'status', 'api_key': ''}, answers)
+    assert [name for name, _ in ran] == ['llmops.serving.server_process', 'ansible.builtin.stat', 'llmops.serving.llm_server_info']
+    assert ran[-1][1] == {'url': 'http://127.0.0.1:30000', 'api_key': '', 'request_timeout': 10}
+    assert result['changed'] is False and result['status']['pid'] == 9 and result['status']['depth'] == 3

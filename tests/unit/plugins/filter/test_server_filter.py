@@ -18,15 +18,10 @@ def test_server_names():
     assert FILTERS['server_names']('main', '/etc/llmops', '/run/llmops', '::', 30000)['url'] == 'http://127.0.0.1:30000'
 
 
-def test_server_result_and_status():
+def test_server_result():
     assert FILTERS['server_result'](PLAN, {}, {}, None, 'sglang', 'true')['state'] == 'check mode'
-    info = {'healthy': False, 'unauthorized': False, 'version': None, 'speculative': {}, 'accept_length': None,
-            'accept_length_source': None}
-    assert FILTERS['server_status']({'running': False, 'pid': None}, None, info)['running'] is False
 
 
 def test_errors_are_filter_errors():
     with pytest.raises(AnsibleFilterError, match='server_result'):
         FILTERS['server_result']({}, {}, {}, None, 'sglang')
-    with pytest.raises(AnsibleFilterError, match='server_status'):
-        FILTERS['server_status']({}, {}, {})

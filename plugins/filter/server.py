@@ -11,10 +11,6 @@ from ansible_collections.llmops.serving.plugins.module_utils import _server_role
 from ansible_collections.llmops.serving.plugins.plugin_utils._filters import as_filter
 
 
-def server_names(name, config_dir, run_dir, host, port):
-    return _server_role.names(name, config_dir, run_dir, host, port)
-
-
 def server_result(plan, health, rank_health, pid, engine, check_mode=False):
     return _server_role.result(plan, health, rank_health, pid, engine, boolean(check_mode, strict=False))
 
@@ -22,6 +18,5 @@ def server_result(plan, health, rank_health, pid, engine, check_mode=False):
 class FilterModule:
     def filters(self):
         return {name: as_filter(function, (KeyError, TypeError, ValueError)) for name, function in (
-            ('server_names', server_names),
             ('server_result', server_result),
         )}

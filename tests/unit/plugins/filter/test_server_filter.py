@@ -14,10 +14,6 @@ PLAN = {'launcher': 'process', 'action': 'start', 'version': '0.5.15', 'speculat
         'url': 'http://127.0.0.1:30000'}
 
 
-def test_server_names():
-    assert FILTERS['server_names']('main', '/etc/llmops', '/run/llmops', '::', 30000)['url'] == 'http://127.0.0.1:30000'
-
-
 def test_server_result():
     assert FILTERS['server_result'](PLAN, {}, {}, None, 'sglang', 'true')['state'] == 'check mode'
 

@@ -5,7 +5,6 @@ roles; each filter is documented in the YAML file of its name next to this one."
 
 from __future__ import annotations
 
-from ansible_collections.llmops.serving.plugins.module_utils import _server_plan
 from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args as args
 from ansible_collections.llmops.serving.plugins.plugin_utils._filters import as_filter
 
@@ -28,14 +27,6 @@ def systemd_exec(argv):
     return args.systemd_exec(argv)
 
 
-def server_group(group_hosts, host):
-    try:
-        layout = _server_plan.group_layout(host, group_hosts, str, '')
-    except _server_plan.PlanError as exc:
-        raise args.LaunchArgsError(str(exc))
-    return {'group': layout['group'], 'nnodes': layout['nnodes'], 'node_rank': layout['node_rank']}
-
-
 def env_file(env):
     return args.render_env_file(env)
 
@@ -48,5 +39,4 @@ class FilterModule:
             ('shell_join', shell_join),
             ('systemd_exec', systemd_exec),
             ('env_file', env_file),
-            ('server_group', server_group),
         )}

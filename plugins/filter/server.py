@@ -11,27 +11,12 @@ from ansible_collections.llmops.serving.plugins.module_utils import _server_role
 from ansible_collections.llmops.serving.plugins.plugin_utils._filters import as_filter
 
 
-def server_names(name, config_dir, run_dir, host, port):
-    return _server_role.names(name, config_dir, run_dir, host, port)
-
-
-def server_decision(plan, process_status, unit_status, files, restart=False):
-    return _server_role.decision(plan, process_status or {}, unit_status or {}, files, boolean(restart, strict=False))
-
-
 def server_result(plan, health, rank_health, pid, engine, check_mode=False):
     return _server_role.result(plan, health, rank_health, pid, engine, boolean(check_mode, strict=False))
-
-
-def server_status(process_status, unit_status, info):
-    return _server_role.status(process_status or {}, unit_status or {}, info)
 
 
 class FilterModule:
     def filters(self):
         return {name: as_filter(function, (KeyError, TypeError, ValueError)) for name, function in (
-            ('server_names', server_names),
-            ('server_decision', server_decision),
             ('server_result', server_result),
-            ('server_status', server_status),
         )}

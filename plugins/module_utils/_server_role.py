@@ -34,6 +34,28 @@ ENV_TEMPLATE = 'env.j2'
 ACTIVE_STATES = ('active', 'activating', 'reloading')
 
 
+# What an option of llmops.serving.sglang_server that is null (unset) means: the sglang_server role's defaults.
+DEFAULTS = {'engine': 'sglang', 'served_model_name': '', 'tp_size': 8, 'host': '127.0.0.1', 'port': 30000,
+            'enable_metrics': True, 'trust_remote_code': False, 'extra_args': [], 'speculative_algorithm': 'EAGLE3',
+            'speculative_draft_model_path': '', 'speculative_adaptive': False, 'speculative_adaptive_config': '',
+            'group_hosts': [], 'dist_init_port': 20000, 'gpus': [], 'env': {}, 'python': '/usr/bin/python3',
+            'launcher': '', 'name': 'main', 'config_dir': '/etc/llmops', 'run_dir': '/run/llmops',
+            'user_home': '/var/lib/sglang', 'state_dir': '/var/lib/llmops/last-good', 'user_groups': [], 'api_key': '',
+            'smoke': True}
+
+
+def role_options(args):
+    """The role's options keyed by the variable names (``sglang_server_<option>``) from the arguments of
+    llmops.serving.sglang_server (keyed by the option): a null option takes its DEFAULTS value, a null log path
+    is C(/var/log/llmops/sglang-<name>.log)."""
+    options = {}
+    for name, value in args.items():
+        options[PREFIX + name] = DEFAULTS.get(name) if value is None else value
+    if not options.get(PREFIX + 'log_path'):
+        options[PREFIX + 'log_path'] = '/var/log/llmops/sglang-%s.log' % options[PREFIX + 'name']
+    return options
+
+
 def names(name, config_dir, run_dir, host, port):
     """``{unit, unit_file, env_file, script, shim, api_key_file, pidfile, url}`` of the server ``name``: its
     systemd unit and its file, its environment file, launch script (the process launcher), launcher shim and API
@@ -111,6 +133,56 @@ def decision(plan, process_status, unit_status, files, restart):
                   previous_version=last_good.get('version'))
     result['action'] = 'start' if not running else ('restart' if changed or restart else 'none')
     return result
+
+
+def health_settings(options):
+    """``{smoke, min_accept_length}`` of the health check after a start (llmops.serving.wait_for_llm_health): the
+    smoke request on the server's native API (SGLang) or the OpenAI-compatible one, or none without
+    sglang_server_smoke; the acceptance floor only with a drafter (else None: unset)."""
+    smoke = ('generate' if options[PREFIX + 'engine'] == 'sglang' else 'completions') if options[PREFIX + 'smoke'] else 'none'
+    floor = options.get(PREFIX + 'min_accept_length')
+    drafter = options[PREFIX + 'speculative_draft_model_path'] or ''
+    return {'smoke': smoke, 'min_accept_length': floor if drafter and floor is not None else None}
+
+
+def restored_plan(layout, file_names, restored):
+    """The plan of a rollback: the group ``layout`` (``_server_plan.group_layout``), the ``file_names`` (names()),
+    and the launcher, command, version and depth of the record llmops.serving.last_good_config put back
+    (``restored``, its result with state=restored), restarted; ``restored`` true: its launch files are not written."""
+    metadata = restored.get('metadata') or {}
+    plan = {'group': layout['group'], 'nnodes': layout['nnodes'], 'node_rank': layout['node_rank']}
+    plan.update(file_names)
+    plan.update(action='restart', restored=True, launcher=metadata.get('launcher'), command=metadata.get('command'),
+                version=metadata.get('version'), speculative={'depth': metadata.get('depth')})
+    return plan
+
+
+def rollback_outcome(restored, reason):
+    """What a rollback's result says before its restart (the sglang_server role's ``sglang_server_result``, tasks/
+    rollback.yml): ``state`` rolled_back where llmops.serving.last_good_config put a record back (``restored``, its
+    result with state=restored, run with failed_when false), else failed; the ``record`` it selected; the
+    ``reason`` (``reason``, sglang_server_rollback_reason), with why the server is left stopped where nothing was
+    put back."""
+    restorable = bool(restored.get('found')) and not restored.get('failed')
+    if restorable:
+        suffix = ''
+    elif not restored.get('found'):
+        suffix = '; no last good configuration was recorded, the server is left stopped'
+    else:
+        suffix = '; %s; the server is left stopped' % restored.get('msg')
+    return {'state': 'rolled_back' if restorable else 'failed', 'record': restored.get('selected') or {},
+            'reason': '%s%s' % (reason, suffix)}
+
+
+def start(plan, restart=False):
+    """The state llmops.serving.sglang_server's start asks of the launcher: ``restarted`` where the plan's action is
+    restart or ``restart`` is asked, ``started`` where it is start or the unit is not enabled, else None (the
+    server runs as wanted: nothing is started)."""
+    if restart or plan['action'] == 'restart':
+        return 'restarted'
+    if plan['action'] != 'none' or not plan.get('enabled', True):
+        return 'started'
+    return None
 
 
 def result(plan, health, rank_health, pid, engine, check_mode):

@@ -241,14 +241,16 @@ def test_check_diff_shows_command_and_changes_nothing(deployed, run_playbook):
             '-    --speculative-num-draft-tokens 16', '+    --speculative-num-draft-tokens 5'} <= flags, result.stdout[-4000:]
     assert not any(line.startswith(('+exec ', '-exec ')) for line in lines)
     assert any(line.startswith('+ExecStart=') and '"--speculative-num-draft-tokens" "5"' in line for line in lines)
-    # The plan only compares the launch files (one module run, in check mode): no `changed:` for it,
-    # neither in the fleet preflight nor where the rollout plans a changing host again; apply shows the change.
+    # The plan only compares the launch files (one module run, in check mode): no `changed:` and no diff for it,
+    # neither in the fleet preflight nor where the rollout plans a changing host again; the start shows the change.
     sections = result.stdout.split('TASK [')
-    files = [section for section in sections if section.startswith('llmops.serving.sglang_server : Write the configuration')]
-    ns1 = [section for section in files if '[ns1]' in section]
-    assert len(ns1) == 3, ns1
-    assert all('changed: [' not in section and '--- before' not in section for section in ns1[:2]), ns1
-    assert 'changed: [ns1]' in ns1[2] and '+    --speculative-num-steps 4' in ns1[2], ns1
+    plans = [section for section in sections if section.startswith('llmops.serving.sglang_server : Plan the server')
+             and '[ns1]' in section]
+    assert len(plans) == 2, plans
+    assert all('changed: [' not in section and '--- before' not in section for section in plans), plans
+    starts = [section for section in sections if section.startswith('llmops.serving.sglang_server : Start or restart the server')
+              and '[ns1]' in section]
+    assert len(starts) == 1 and 'changed: [ns1]' in starts[0] and '+    --speculative-num-steps 4' in starts[0], starts
     assert server_pids(fleet) == before
     assert '--speculative-num-draft-tokens 16' in fleet.ssh('ns1', 'cat /etc/llmops/sglang-main.sh').stdout
 

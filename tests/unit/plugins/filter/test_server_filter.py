@@ -14,26 +14,10 @@ PLAN = {'launcher': 'process', 'action': 'start', 'version': '0.5.15', 'speculat
         'url': 'http://127.0.0.1:30000'}
 
 
-def test_server_names():
-    assert FILTERS['server_names']('main', '/etc/llmops', '/run/llmops', '::', 30000)['url'] == 'http://127.0.0.1:30000'
-
-
-def test_server_decision_takes_a_string_restart():
-    files = {'changed_files': [], 'users_to_fix': []}
-    running = {'running': True, 'pid': 1}
-    assert FILTERS['server_decision'](PLAN, running, {'skipped': True}, files, 'false')['action'] == 'none'
-    assert FILTERS['server_decision'](PLAN, running, None, files, 'yes')['action'] == 'restart'
-
-
-def test_server_result_and_status():
+def test_server_result():
     assert FILTERS['server_result'](PLAN, {}, {}, None, 'sglang', 'true')['state'] == 'check mode'
-    info = {'healthy': False, 'unauthorized': False, 'version': None, 'speculative': {}, 'accept_length': None,
-            'accept_length_source': None}
-    assert FILTERS['server_status']({'running': False, 'pid': None}, None, info)['running'] is False
 
 
 def test_errors_are_filter_errors():
     with pytest.raises(AnsibleFilterError, match='server_result'):
         FILTERS['server_result']({}, {}, {}, None, 'sglang')
-    with pytest.raises(AnsibleFilterError, match='server_status'):
-        FILTERS['server_status']({}, {}, {})

@@ -89,12 +89,3 @@ def test_the_launcher_rule_the_router_role_had(setting, service_mgr):
     # the router role's rule before its plan called _server_plan.launcher (roles/sglang_router/vars/main.yml)
     router_rule = setting if len(setting) > 0 else ('systemd' if service_mgr == 'systemd' else 'process')
     assert router_rule == _server_plan.launcher(setting, service_mgr)
-
-
-def test_the_rollback_filter_has_the_plan_s_group_rule():
-    from ansible_collections.llmops.serving.plugins.filter.launch import FilterModule
-    server_group = FilterModule().filters()['server_group']
-    assert server_group(['a', 'b'], 'b') == {'group': ['a', 'b'], 'nnodes': 2, 'node_rank': 1}
-    assert server_group([], 'a') == {'group': [], 'nnodes': 1, 'node_rank': 0}
-    with pytest.raises(Exception, match='lists a, b but not this host'):
-        server_group(['a', 'b'], 'c')

@@ -108,3 +108,52 @@ def test_benchmark_args():
     vllm = _server_role.benchmark_args(dict(values, sglang_server_engine='vllm', sglang_server_served_model_name='m',
                                             sglang_server_api_key='k'))
     assert (vllm['api'], vllm['flush_cache'], vllm['model'], vllm['api_key']) == ('completions', False, 'm', 'k')
+
+
+def test_role_options_fill_the_role_defaults_for_null():
+    options = _server_role.role_options({'name': 'side', 'port': None, 'user': None, 'log_path': None, 'gpus': None})
+    assert options['sglang_server_port'] == 30000
+    assert options['sglang_server_gpus'] == []
+    # a null user is root (no switch), as the role's plan always took it
+    assert options['sglang_server_user'] is None
+    assert options['sglang_server_log_path'] == '/var/log/llmops/sglang-side.log'
+    assert _server_role.role_options({'name': None, 'log_path': '/l/x.log'})['sglang_server_log_path'] == '/l/x.log'
+
+
+def test_start_follows_the_plan():
+    assert _server_role.start({'action': 'restart'}) == 'restarted'
+    assert _server_role.start({'action': 'start'}) == 'started'
+    assert _server_role.start({'action': 'none'}) is None
+    # a unit that runs but is not enabled is started (enabled) again; state=restarted restarts in any case
+    assert _server_role.start({'action': 'none', 'enabled': False}) == 'started'
+    assert _server_role.start({'action': 'none'}, restart=True) == 'restarted'
+
+
+def test_restored_plan_is_the_record_s_restarted():
+    layout = {'group': ['a', 'b'], 'nnodes': 2, 'node_rank': 1, 'dist_init_addr': 'a:20000'}
+    names = _server_role.names('main', '/etc/llmops', '/run/llmops', '127.0.0.1', 30000)
+    restored = {'metadata': {'launcher': 'process', 'command': ['x'], 'version': '0.5.1', 'depth': 3}}
+    plan = _server_role.restored_plan(layout, names, restored)
+    assert plan['action'] == 'restart' and plan['restored'] is True and plan['node_rank'] == 1
+    assert plan['pidfile'] == '/run/llmops/sglang-main.pid' and plan['speculative'] == {'depth': 3}
+    assert _server_role.start(plan) == 'restarted'
+
+
+def test_rollback_outcome_words():
+    ok = _server_role.rollback_outcome({'found': True, 'selected': {'id': 'r1'}}, 'canary gate: slow')
+    assert ok == {'state': 'rolled_back', 'record': {'id': 'r1'}, 'reason': 'canary gate: slow'}
+    none = _server_role.rollback_outcome({'found': False}, 'x')
+    assert none['state'] == 'failed' and none['record'] == {}
+    assert none['reason'] == 'x; no last good configuration was recorded, the server is left stopped'
+    gone = _server_role.rollback_outcome({'found': True, 'failed': True, 'msg': 'its engine is gone'}, 'x')
+    assert gone['reason'] == 'x; its engine is gone; the server is left stopped'
+
+
+def test_health_settings():
+    options = _server_role.role_options({'engine': 'vllm', 'smoke': None, 'speculative_draft_model_path': '',
+                                         'min_accept_length': 2.0, 'name': None, 'log_path': None})
+    assert _server_role.health_settings(options) == {'smoke': 'completions', 'min_accept_length': None}
+    options.update(sglang_server_engine='sglang', sglang_server_speculative_draft_model_path='/d')
+    assert _server_role.health_settings(options) == {'smoke': 'generate', 'min_accept_length': 2.0}
+    options['sglang_server_smoke'] = False
+    assert _server_role.health_settings(options)['smoke'] == 'none'

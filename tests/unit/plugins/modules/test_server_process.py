@@ -154,4 +154,3 @@ def test_null_options_take_their_defaults(capsys, paths):
     assert started['changed'] and started['running']
     assert run(capsys, **dict(args, state='status'))['pid'] == started['pid']
     assert not run(capsys, **dict(args, state='stopped', stop_timeout=None))['running']
-

@@ -1,0 +1,296 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller side of llmops.serving.sglang_server: reads only its task's arguments (validated against the
+module's ARGUMENT_SPEC; the hostvars only for the addresses of the group's hosts). ``state=planned`` refuses
+what cannot work before the host is touched (module_utils/_server_plan.py), runs the host's launch check
+(llmops.serving.sglang_launch_check), reads the state of the process (llmops.serving.server_process) or of
+the unit (ansible.builtin.systemd_service), compares the launch files rendered from the role's templates with
+the host's (llmops.serving.launch_files in check mode) and returns the plan with the decision
+(module_utils/_server_role.py). ``state=present`` writes the launch files of the plan it is given;
+``state=started``/``restarted`` also starts or restarts the server as the plan decided."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import lookup_loader
+
+from ansible_collections.llmops.serving.plugins.module_utils import _server_plan, _server_role, _sglang_args
+from ansible_collections.llmops.serving.plugins.modules.sglang_server import ARGUMENT_SPEC
+
+# The module's options that are not role options of the plan.
+OWN_OPTIONS = ('state', 'plan', 'restart', 'shim', 'stop_timeout', 'restored', 'rollback_reason')
+# The variable the environment file's template renders (templates/env.j2), and the names of the environment
+# variables the launcher shim reads (templates/llmops_launch.py.j2).
+ENVIRONMENT = '__sglang_server_environment'
+API_KEY_FILE_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
+USER_ENV = 'LLMOPS_SERVER_USER'
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def module(self, name, args, task_vars, check_mode=None, diff=None):
+        """Runs the module ``name`` on the host; ``check_mode`` and ``diff`` (where not None) override the task's."""
+        saved = self._task.check_mode, self._task.diff
+        try:
+            if check_mode is not None:
+                self._task.check_mode = check_mode
+            if diff is not None:
+                self._task.diff = diff
+            return self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
+        finally:
+            self._task.check_mode, self._task.diff = saved
+
+    def launch_files_args(self, options, plan, task_vars, compare):
+        """The arguments of llmops.serving.launch_files: the plan's launch files rendered from the role's templates."""
+        env = _server_role.environment(options['sglang_server_env'], options['sglang_server_gpus'],
+                                       options['sglang_server_user'], plan, API_KEY_FILE_ENV, USER_ENV)
+        lookup = lookup_loader.get('ansible.builtin.template', loader=self._loader, templar=self._templar)
+        template_vars = {ENVIRONMENT: env, 'sglang_server_plan': plan, '__sglang_server_api_key_file_env': API_KEY_FILE_ENV,
+                         '__sglang_server_user_env': USER_ENV}
+
+        def render(src):
+            return lookup.run([src], variables=task_vars, template_vars=template_vars)[0]
+
+        user, api_key = options['sglang_server_user'], options['sglang_server_api_key'] or ''
+        secrets = [{'path': plan['env_file'], 'mode': '0600', 'content': render(_server_role.ENV_TEMPLATE)}]
+        if api_key:
+            secrets.append({'path': plan['api_key_file'], 'mode': '0600', 'owner': user, 'content': api_key + '\n'})
+        args = {'directories': [{'path': options['sglang_server_config_dir']},
+                                {'path': os.path.dirname(options['sglang_server_log_path'])}],
+                'files': [{'path': template['dest'], 'mode': template['mode'], 'content': render(template['src'])}
+                          for template in plan['templates']],
+                'secrets': secrets,
+                'absent': [] if api_key else [plan['api_key_file']],
+                'users': [{'name': user, 'groups': options['sglang_server_user_groups'] or []}] if plan['switch_user'] else []}
+        if compare:
+            args['last_good'] = plan['last_good']
+        return args
+
+    def plan(self, options, shim, task_vars, result):
+        """The plan before the host's state is read (what llmops.serving.sglang_server_plan returned), or None
+        where ``result`` says why it failed."""
+        host = task_vars['inventory_hostname']
+        hostvars = task_vars['hostvars']
+
+        def address_of(member):
+            return hostvars[member].get('ansible_host') or member
+
+        try:
+            layout = _server_plan.group_layout(host, options['sglang_server_group_hosts'], address_of,
+                                               options['sglang_server_dist_init_port'])
+            gpus = _server_plan.gpu_layout(host, options['sglang_server_tp_size'], layout['nnodes'],
+                                           options['sglang_server_gpus'], options['sglang_server_env'])
+            spec = _server_plan.launch_spec(options, layout)
+            _sglang_args.build_argv(spec)  # the settings that do not depend on the installed release
+        except _server_plan.PlanError as exc:
+            result.update(failed=True, msg=str(exc))
+            return None
+        except _sglang_args.LaunchArgsError as exc:
+            result.update(failed=True, msg='%s: %s; nothing was stopped or changed' % (host, exc))
+            return None
+
+        check_args = {'python': options['sglang_server_python'], 'engine': spec['engine'],
+                      'env': options['sglang_server_env'], 'paths': _server_plan.host_paths(options)}
+        if options['sglang_server_help_cache_dir']:
+            check_args['help_cache_dir'] = options['sglang_server_help_cache_dir']
+        check = self.module('llmops.serving.sglang_launch_check', check_args, task_vars)
+        if check.get('failed'):
+            result.update(failed=True, msg=check.get('msg', 'llmops.serving.sglang_launch_check failed'))
+            return None
+        missing = check.get('missing_paths') or {}
+        if missing:
+            result.update(failed=True, missing_paths=missing, msg='; '.join(
+                '%s is %s, which does not exist on %s; copy it there or fix the variable' % (name, path, host)
+                for name, path in sorted(missing.items())) + ' (nothing was stopped or changed)')
+            return None
+
+        try:
+            argv = _sglang_args.build_argv(spec, version=check['version'], options=check['cli']['options'])
+            command = _sglang_args.launch_command(options['sglang_server_python'], argv, engine=spec['engine'],
+                                                  shim=shim)
+            speculative = _sglang_args.running_speculative(spec['speculative'])
+        except _sglang_args.LaunchArgsError as exc:
+            result.update(failed=True, msg='%s: %s' % (host, exc))
+            return None
+        service_mgr = (task_vars.get('ansible_facts') or {}).get('service_mgr') or check.get('service_mgr')
+        plan = {'launcher': _server_plan.launcher(options['sglang_server_launcher'], service_mgr), 'version': check['version'],
+                'command': command, 'speculative': speculative,
+                'model_config': (check.get('configs') or {}).get('sglang_server_model_path') or {}}
+        plan.update(gpus)
+        plan.update(layout)
+        plan.update(_server_role.role_plan(options, plan))
+        plan.update(_server_role.health_settings(options))
+        return plan
+
+    def start(self, options, args, task_vars, result):
+        """state=started/restarted: the server's user and launch files where the plan found them differ (not for a
+        plan of restored files), then the start or restart the plan decided (or that state=restarted asks), and the
+        server's PID."""
+        plan = args['plan']
+        restored = bool(plan.get('restored'))
+        user = options['sglang_server_user']
+        files_changed = False
+        result.update(changed=False, changed_files=[])
+        if not restored and (plan.get('files_changed') or plan.get('users_to_fix')):
+            if plan.get('switch_user') and user in (plan.get('users_to_fix') or []):
+                created = self.module('ansible.builtin.user', {
+                    'name': user, 'home': options['sglang_server_user_home'], 'groups': options['sglang_server_user_groups'],
+                    'system': True, 'create_home': True, 'shell': '/usr/sbin/nologin', 'append': True}, task_vars)
+                if created.get('failed'):
+                    result.update(failed=True, msg=created.get('msg', 'creating the user %s failed' % user))
+                    return result
+                result['changed'] = result['changed'] or bool(created.get('changed'))
+            files = self.module('llmops.serving.launch_files', self.launch_files_args(options, plan, task_vars, False),
+                                task_vars)
+            if files.get('failed'):
+                result.update(failed=True, msg=files.get('msg', 'llmops.serving.launch_files failed'))
+                return result
+            files_changed = bool(files.get('changed'))
+            result.update(changed=result['changed'] or files_changed, changed_files=files.get('changed_files') or [])
+            if 'diff' in files:
+                result['diff'] = files['diff']
+        start = _server_role.start(plan, args['state'] == 'restarted')
+        result.update(started=bool(start), pid=plan.get('pid'), launcher=plan['launcher'],
+                      process_pid=None, systemd_unit=None)
+        if start:
+            if plan['launcher'] == 'process':
+                started = self.module('llmops.serving.server_process', {
+                    'name': options['sglang_server_name'], 'state': start, 'command': [plan['script']],
+                    'pidfile': plan['pidfile'], 'log_path': options['sglang_server_log_path'],
+                    'stop_timeout': args['stop_timeout']}, task_vars)
+                pid = started.get('pid')
+            else:
+                started = self.module('ansible.builtin.systemd_service', {
+                    'name': plan['unit'], 'state': start, 'enabled': True, 'daemon_reload': files_changed or restored},
+                    task_vars)
+                if not started.get('failed'):
+                    after = self.module('ansible.builtin.systemd_service', {'name': plan['unit']}, task_vars)
+                    pid = (after.get('status') or {}).get('MainPID')
+            if started.get('failed'):
+                result.update(failed=True, msg=started.get('msg', 'starting the server failed'))
+                return result
+            result.update(changed=result['changed'] or bool(started.get('changed')), pid=pid)
+        # What llmops.serving.wait_for_llm_health watches: the process of the process launcher, else the unit.
+        if plan['launcher'] == 'process':
+            result['process_pid'] = result['pid']
+        else:
+            result['systemd_unit'] = plan['unit']
+        return result
+
+    def stop(self, options, args, task_vars, result):
+        """state=stopped: the process-launched server and every process of its session (unless the launcher is
+        systemd), and the unit, stopped and disabled, where its file exists (unless the launcher is process)."""
+        names = _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])
+        launcher = options['sglang_server_launcher']
+        result.update(changed=False)
+        if launcher != 'systemd':
+            stopped = self.module('llmops.serving.server_process', {
+                'name': options['sglang_server_name'], 'state': 'stopped', 'pidfile': names['pidfile'],
+                'stop_timeout': args['stop_timeout']}, task_vars)
+            if stopped.get('failed'):
+                result.update(failed=True, msg=stopped.get('msg', 'stopping the server failed'))
+                return result
+            result['changed'] = bool(stopped.get('changed'))
+        if launcher != 'process':
+            unit_file = self.module('ansible.builtin.stat', {'path': names['unit_file']}, task_vars)
+            if (unit_file.get('stat') or {}).get('exists'):
+                stopped = self.module('ansible.builtin.systemd_service', {
+                    'name': names['unit'], 'state': 'stopped', 'enabled': False}, task_vars)
+                if stopped.get('failed'):
+                    result.update(failed=True, msg=stopped.get('msg', 'stopping the unit failed'))
+                    return result
+                result['changed'] = result['changed'] or bool(stopped.get('changed'))
+        return result
+
+    def status(self, options, task_vars, result):
+        """state=status: whether the server runs (its pidfile, else its unit where its file exists) and what it says
+        of itself (llmops.serving.llm_server_info); changes nothing."""
+        names = _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])
+        process_status = self.module('llmops.serving.server_process', {
+            'name': options['sglang_server_name'], 'state': 'status', 'pidfile': names['pidfile']}, task_vars)
+        unit_status = {}
+        unit_file = self.module('ansible.builtin.stat', {'path': names['unit_file']}, task_vars)
+        if (unit_file.get('stat') or {}).get('exists'):
+            unit_status = self.module('ansible.builtin.systemd_service', {'name': names['unit']}, task_vars)
+        # An empty API key sends none.
+        info = self.module('llmops.serving.llm_server_info', {
+            'url': names['url'], 'api_key': options['sglang_server_api_key'], 'request_timeout': 10}, task_vars)
+        for read in (process_status, unit_status, info):
+            if read.get('failed'):
+                result.update(failed=True, msg=read.get('msg', 'reading the state of the server failed'))
+                return result
+        result.update(changed=False, status=_server_role.status(process_status, unit_status, info))
+        return result
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        options = _server_role.role_options(dict((name, value) for name, value in args.items() if name not in OWN_OPTIONS))
+        try:
+            if args['state'] == 'stopped':
+                return self.stop(options, args, task_vars, result)
+            if args['state'] == 'status':
+                return self.status(options, task_vars, result)
+            if args['state'] != 'planned':
+                if not args['plan']:
+                    result.update(failed=True, msg='state=%s needs the plan of a state=planned run (plan)' % args['state'])
+                    return result
+                if args['state'] == 'present':
+                    result.update(self.module('llmops.serving.launch_files',
+                                              self.launch_files_args(options, args['plan'], task_vars, False), task_vars))
+                    return result
+                return self.start(options, args, task_vars, result)
+
+            if args['restored']:
+                # The rollback's plan: the restored record's, restarted; nothing on the host is read.
+                outcome = _server_role.rollback_outcome(args['restored'], args['rollback_reason'])
+                result.update(changed=False, outcome=outcome, plan={})
+                if outcome['state'] != 'rolled_back':
+                    return result
+                host = task_vars['inventory_hostname']
+                try:
+                    layout = _server_plan.group_layout(host, options['sglang_server_group_hosts'],
+                                                       lambda member: task_vars['hostvars'][member].get('ansible_host') or member,
+                                                       options['sglang_server_dist_init_port'])
+                except _server_plan.PlanError as exc:
+                    result.update(failed=True, msg=str(exc))
+                    return result
+                names = _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])
+                plan = _server_role.restored_plan(layout, names, args['restored'])
+                plan.update(_server_role.health_settings(options))
+                result.update(changed=False, plan=plan)
+                return result
+            shim = args['shim'] or _server_role.names(*[options[name] for name in _server_role.NAME_OPTIONS])['shim']
+            plan = self.plan(options, shim, task_vars, result)
+            if plan is None:
+                return result
+            process_status, unit_status = {}, {}
+            if plan['launcher'] == 'process':
+                process_status = self.module('llmops.serving.server_process', {
+                    'name': options['sglang_server_name'], 'state': 'status', 'pidfile': plan['pidfile']}, task_vars)
+                read = process_status
+            else:
+                unit_status = self.module('ansible.builtin.systemd_service', {'name': plan['unit']}, task_vars)
+                read = unit_status
+            if read.get('failed'):
+                result.update(failed=True, msg=read.get('msg', 'reading the state of the server failed'))
+                return result
+            # The comparison is no change (it decides on the restart; state=present writes) and also asks whether
+            # the last good record already holds these files, command and drafter.
+            files = self.module('llmops.serving.launch_files', self.launch_files_args(options, plan, task_vars, True),
+                                task_vars, check_mode=True, diff=False)
+            if files.get('failed'):
+                result.update(failed=True, msg=files.get('msg', 'llmops.serving.launch_files failed'))
+                return result
+            decided = _server_role.decision(plan, process_status, unit_status, files, bool(args['restart']))
+            result.update(changed=False, plan=decided)
+            return result
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)  # none with pipelining

@@ -1,0 +1,97 @@
+"""The action of sglang_server reads its task's arguments only: the rollback's plan and outcome, the start the plan
+decided, and the stop, each with the module runs it needs on the host."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ansible_collections.llmops.serving.plugins.action.sglang_server import ActionModule
+
+
+class Task:
+    action = 'llmops.serving.sglang_server'
+    async_val = 0
+    check_mode = False
+    diff = False
+
+    def __init__(self, args):
+        self.args = args
+
+
+def run(args, answers=None, host='a', hostvars=None):
+    plugin = ActionModule.__new__(ActionModule)
+    plugin._task = Task(args)
+    plugin._supports_check_mode = True
+    plugin._supports_async = False
+    plugin._connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir='/tmp/remote'))
+    plugin._remove_tmp_path = lambda path: None
+    ran = []
+
+    def execute(module_name, module_args, task_vars):
+        ran.append((module_name, module_args))
+        return dict((answers or {}).get(module_name, {'changed': True}))
+
+    plugin._execute_module = execute
+    task_vars = {'inventory_hostname': host, 'hostvars': hostvars or {host: {}}}
+    return plugin.run(task_vars=task_vars), ran
+
+
+def test_the_rollback_plan_reads_nothing_on_the_host():
+    restored = {'found': True, 'selected': {'id': 'r1', 'index': 0},
+                'metadata': {'launcher': 'process', 'command': ['/x'], 'version': '0.5.1', 'depth': 3}}
+    result, ran = run({'state': 'planned', 'restored': restored, 'rollback_reason': 'canary gate', 'name': 'main'})
+    assert ran == [] and not result.get('failed')
+    assert result['outcome'] == {'state': 'rolled_back', 'record': {'id': 'r1', 'index': 0}, 'reason': 'canary gate'}
+    plan = result['plan']
+    assert plan['action'] == 'restart' and plan['restored'] and plan['pidfile'] == '/run/llmops/sglang-main.pid'
+    assert plan['smoke'] == 'generate' and plan['min_accept_length'] is None
+    result, ran = run({'state': 'planned', 'restored': {'found': False}, 'rollback_reason': 'x'})
+    assert ran == [] and result['plan'] == {} and result['outcome']['state'] == 'failed'
+
+
+def test_started_with_nothing_to_change_starts_nothing():
+    plan = {'action': 'none', 'enabled': True, 'launcher': 'process', 'pid': 41, 'files_changed': False,
+            'users_to_fix': [], 'unit': 'u', 'pidfile': '/p', 'script': '/s'}
+    result, ran = run({'state': 'started', 'plan': plan})
+    assert ran == [] and result['changed'] is False and result['started'] is False
+    assert result['pid'] == 41 and result['process_pid'] == 41 and result['systemd_unit'] is None
+
+
+def test_a_restored_plan_restarts_the_unit_with_a_reload_and_writes_nothing():
+    plan = {'action': 'restart', 'restored': True, 'launcher': 'systemd', 'unit': 'llmops-sglang-main.service',
+            'pidfile': '/p', 'script': '/s'}
+    answers = {'ansible.builtin.systemd_service': {'changed': True, 'status': {'MainPID': 77}}}
+    result, ran = run({'state': 'started', 'plan': plan}, answers)
+    assert [name for name, _ in ran] == ['ansible.builtin.systemd_service', 'ansible.builtin.systemd_service']
+    assert ran[0][1] == {'name': 'llmops-sglang-main.service', 'state': 'restarted', 'enabled': True, 'daemon_reload': True}
+    assert result['pid'] == 77 and result['systemd_unit'] == 'llmops-sglang-main.service' and result['process_pid'] is None
+
+
+def test_stopped_stops_the_process_and_the_unit_where_its_file_exists():
+    answers = {'ansible.builtin.stat': {'stat': {'exists': False}}, 'llmops.serving.server_process': {'changed': False}}
+    result, ran = run({'state': 'stopped', 'name': 'side', 'stop_timeout': 5}, answers)
+    assert ran[0] == ('llmops.serving.server_process',
+                      {'name': 'side', 'state': 'stopped', 'pidfile': '/run/llmops/sglang-side.pid', 'stop_timeout': 5.0})
+    assert [name for name, _ in ran] == ['llmops.serving.server_process', 'ansible.builtin.stat']
+    assert result['changed'] is False
+    answers['ansible.builtin.stat'] = {'stat': {'exists': True}}
+    result, ran = run({'state': 'stopped', 'launcher': 'systemd'}, answers)
+    assert ran[-1] == ('ansible.builtin.systemd_service', {'name': 'llmops-sglang-main.service', 'state': 'stopped',
+                                                           'enabled': False})
+    assert result['changed'] is True
+
+
+def test_a_start_needs_a_plan():
+    result, ran = run({'state': 'started'})
+    assert result['failed'] and ran == [] and 'needs the plan' in result['msg']
+
+
+def test_status_reads_the_process_the_unit_where_it_exists_and_the_server():
+    info = {'healthy': True, 'unauthorized': False, 'version': '0.5.1', 'speculative': {'depth': 3},
+            'accept_length': 2.5, 'accept_length_source': 'metrics'}
+    answers = {'llmops.serving.server_process': {'running': True, 'pid': 9}, 'ansible.builtin.stat': {'stat': {'exists': False}},
+               'llmops.serving.llm_server_info': info}
+    result, ran = run({'state': 'status', 'api_key': ''}, answers)
+    assert [name for name, _ in ran] == ['llmops.serving.server_process', 'ansible.builtin.stat', 'llmops.serving.llm_server_info']
+    assert ran[-1][1] == {'url': 'http://127.0.0.1:30000', 'api_key': '', 'request_timeout': 10}
+    assert result['changed'] is False and result['status']['pid'] == 9 and result['status']['depth'] == 3

@@ -189,8 +189,9 @@ def shim_text(options, paths):
            'way from %s, as ``--control-plane-api-keys``.\n' % paths['control_plane_key_file'] if control_plane else '')
         + '"""\n'
         'import os\nimport runpy\nimport sys\n\n'
-        'KEY_FILE = %s\n' + ('CONTROL_PLANE_KEY_FILE = %s\n' % json.dumps(paths['control_plane_key_file'])
-                               if control_plane else '') + '\n\n'
+        'KEY_FILE = %s\n'
+        + ('CONTROL_PLANE_KEY_FILE = %s\n' % json.dumps(paths['control_plane_key_file']) if control_plane else '')
+        + '\n\n'
         'def main():\n'
         '    args = sys.argv[1:]\n'
         '    if os.path.exists(KEY_FILE):\n'

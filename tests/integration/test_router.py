@@ -456,8 +456,7 @@ def test_a_rollout_killed_anywhere_is_finished_by_its_rerun(bed, run_playbook, f
             extra = router_vars(sglang_server_speculative_depth=depth, llmops_serial=1)
             killed = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS),
                                   extra_vars=extra, env=dict(env, LLMOPS_KILL_AT=spec), timeout=600)
-            assert killed.rc == -9, '%s: the run was not killed there (rc %d)\n%s' % (point, killed.rc,
-                                                                                     killed.stdout[-3000:])
+            assert killed.rc == -9, '%s: not killed there (rc %d)\n%s' % (point, killed.rc, killed.stdout[-3000:])
             assert 'Show state, ready time' not in killed.stdout, point
             rerun = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS),
                                  extra_vars=extra, expect_rc=0, timeout=600)

@@ -62,7 +62,7 @@ def test_a_restored_plan_restarts_the_unit_with_a_reload_and_writes_nothing():
             'pidfile': '/p', 'script': '/s'}
     answers = {'ansible.builtin.systemd_service': {'changed': True, 'status': {'MainPID': 77}}}
     result, ran = run({'state': 'started', 'plan': plan}, answers)
-    assert [name for name, _ in ran] == ['ansible.builtin.systemd_service', 'ansible.builtin.systemd_service']
+    assert [name for name, dummy in ran] == ['ansible.builtin.systemd_service', 'ansible.builtin.systemd_service']
     assert ran[0][1] == {'name': 'llmops-sglang-main.service', 'state': 'restarted', 'enabled': True, 'daemon_reload': True}
     assert result['pid'] == 77 and result['systemd_unit'] == 'llmops-sglang-main.service' and result['process_pid'] is None
 
@@ -72,7 +72,7 @@ def test_stopped_stops_the_process_and_the_unit_where_its_file_exists():
     result, ran = run({'state': 'stopped', 'name': 'side', 'stop_timeout': 5}, answers)
     assert ran[0] == ('llmops.serving.server_process',
                       {'name': 'side', 'state': 'stopped', 'pidfile': '/run/llmops/sglang-side.pid', 'stop_timeout': 5.0})
-    assert [name for name, _ in ran] == ['llmops.serving.server_process', 'ansible.builtin.stat']
+    assert [name for name, dummy in ran] == ['llmops.serving.server_process', 'ansible.builtin.stat']
     assert result['changed'] is False
     answers['ansible.builtin.stat'] = {'stat': {'exists': True}}
     result, ran = run({'state': 'stopped', 'launcher': 'systemd'}, answers)
@@ -92,6 +92,6 @@ def test_status_reads_the_process_the_unit_where_it_exists_and_the_server():
     answers = {'llmops.serving.server_process': {'running': True, 'pid': 9}, 'ansible.builtin.stat': {'stat': {'exists': False}},
                'llmops.serving.llm_server_info': info}
     result, ran = run({'state': 'status', 'api_key': ''}, answers)
-    assert [name for name, _ in ran] == ['llmops.serving.server_process', 'ansible.builtin.stat', 'llmops.serving.llm_server_info']
+    assert [name for name, dummy in ran] == ['llmops.serving.server_process', 'ansible.builtin.stat', 'llmops.serving.llm_server_info']
     assert ran[-1][1] == {'url': 'http://127.0.0.1:30000', 'api_key': '', 'request_timeout': 10}
     assert result['changed'] is False and result['status']['pid'] == 9 and result['status']['depth'] == 3

@@ -9,7 +9,8 @@ FQCN; ``a|b`` for either); OPTION=VALUE must be among the task's arguments. The 
 session of its own, so the kill takes exactly its process group (controller, workers, ssh).
 
 ``LLMOPS_KILL_SIGNAL=INT`` sends SIGINT instead (an operator's Ctrl-C: the terminal sends it to the foreground
-process group), from a process of its own, outside the process group, as the terminal would.
+process group), from a process of its own, outside the process group, as the terminal would;
+``LLMOPS_KILL_DELAY=SECONDS`` sends it that long after the point (while the next steps run).
 
 ``LLMOPS_LINK_DOWN=DEVICE`` instead: at that point, once, take the network link DEVICE down (``ip link set DEVICE
 down``: the host-side veth of a namespace host, whose SSH then stops answering) and let the run go on."""
@@ -58,7 +59,8 @@ class CallbackModule(CallbackBase):
         if self.link:
             subprocess.run(['ip', 'link', 'set', self.link, 'down'], check=True)
         elif self.signal == 'INT':
-            subprocess.Popen(['kill', '-s', 'INT', '--', '-%d' % os.getpgrp()], start_new_session=True)
+            subprocess.Popen(['sh', '-c', 'sleep "$1"; kill -s INT -- "-$2"', 'kill_at',
+                              os.environ.get('LLMOPS_KILL_DELAY', '0'), str(os.getpgrp())], start_new_session=True)
         else:
             os.killpg(os.getpgrp(), signal.SIGKILL)
 

@@ -24,8 +24,10 @@ import datetime
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -369,14 +371,18 @@ def test_speculation_guard_remediates_the_collapsed_host(monitored, rulebook, sy
     ns2 and ns3 keep their servers; each step is in ns1's journal; the time from the collapse to each part is
     printed and bounded. A second collapse of ns1 inside the guard's cooldown is not acted on. Then ns2 and ns3
     collapse too: a fleet-wide shift, so nothing is remediated and the guard raises LlmopsSpecFleetWideCollapse
-    in Alertmanager. No streaming request fails or is cut short throughout."""
+    in Alertmanager. No streaming request fails or is cut short throughout.
+    ns1's collapse comes while an operator's rollout holds the fleet's rollout lock (on sd1; the playbook
+    tests/integration/playbooks/hold_rollout_lock.yml): the remediation waits, saying who holds the lock, and
+    touches nothing (ns1's journal is empty, its server the same) until the operator's run gives the lock back;
+    then it runs."""
     fleet, prometheus, run_playbook, guard_port, alertmanager = monitored
     guard = tmp_path / 'guard'
     served = dict(fleet_vars(), **ROUTER)
-    groups, router = systemd_router(NS, served)[1:]
+    inventory, groups, router = systemd_router(NS, served)
     guard_vars = dict(served, llmops_remediate_state_file=str(guard / 'state.json'), llmops_remediate_fallback=3,
                       llmops_remediate_alertmanager_url='http://' + alertmanager.address)
-    rulebook({}, {'all': {'vars': guard_vars, 'children': groups}}, port=guard_port)
+    rulebook_log = rulebook({}, {'all': {'vars': guard_vars, 'children': groups}}, port=guard_port)[1]
 
     def decisions():
         path = guard / 'decisions.jsonl'
@@ -393,51 +399,81 @@ def test_speculation_guard_remediates_the_collapsed_host(monitored, rulebook, sy
 
     poll(lambda: targets_up(prometheus), 60, 'three targets up')
     before = {host: server_pid(fleet, host) for host in NS}
-    with Load(router, key=API_KEY, model='tiny-llama', clients=4, pause=0.1) as load:
-        poll(lambda: load.sent >= 20, 60, 'streaming requests through the router')
-        turned, alert, fired = collapse('ns1')
-        fleet.ssh('ns1', 'rm %s' % QUALITY_FILE)
-        steps, done = poll(lambda: [e['step'] for e in journal(fleet, 'ns1')] if any(
-            e['step'] == 'remediated' for e in journal(fleet, 'ns1')) else None, 240, "ns1's remediation")
-        after = {host: server_pid(fleet, host) for host in NS}
-        argv = fleet.ssh('ns1', "tr '\\0' ' ' < /proc/%d/cmdline" % after['ns1']).stdout
-        print('\nspeculation guard (Prometheus, Alertmanager, ansible-rulebook, remediate.yml, behind the router): '
-              'collapse -> alert pending %.1f s, firing %.1f s, remediated %.1f s after the collapse (journal: %s)'
-              % (active_at(alert) - turned, fired - turned, done - turned, ', '.join(steps)))
-        assert steps == ['started', 'drained', 'fallback', 'remediated'], steps
-        assert after['ns1'] not in (None, before['ns1']) and '--speculative-num-draft-tokens 3 ' in argv, argv
-        assert {host: after[host] for host in ('ns2', 'ns3')} == {host: before[host] for host in ('ns2', 'ns3')}
-        # Alertmanager's group_wait + ansible-rulebook starting ansible-playbook + drain, fallback deploy, register
-        assert done - fired < 180
+    held = tmp_path / 'operator-holds-the-lock'
+    held.write_text('')
+    with open(str(tmp_path / 'operator.log'), 'w') as operator_log:
+        operator = subprocess.Popen(
+            [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', inventory,
+             os.path.join(ROOT, 'tests', 'integration', 'playbooks', 'hold_rollout_lock.yml'),
+             '-e', 'hold_rollout_lock_file=%s' % held],
+            stdout=operator_log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
+            env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, '.collections'), ANSIBLE_NOCOLOR='1',
+                     ANSIBLE_CONFIG=os.path.join(ROOT, 'ansible.cfg'),
+                     PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')))
+    try:
+        with Load(router, key=API_KEY, model='tiny-llama', clients=4, pause=0.1) as load:
+            poll(lambda: load.sent >= 20, 60, 'streaming requests through the router')
+            poll(lambda: 'TASK [Hold it until the test removes the file]' in (tmp_path / 'operator.log').read_text()
+                 and '"deploy.yml"' in fleet.ssh('sd1', 'cat /var/lib/llmops/locks/fleet.json || true').stdout,
+                 90, "the operator's rollout to hold the lock")
+            turned, alert, fired = collapse('ns1')
+            fleet.ssh('ns1', 'rm %s' % QUALITY_FILE)
+            # The guard decided, and remediate.yml waits for the lock the operator's deploy.yml holds.
+            waiting = poll(lambda: re.search(r'\[ns1\] rollout_lock: waiting \d+ of 3600 s for the rollout lock held by '
+                                             r'\S+ .*deploy\.yml', rulebook_log.read_text()), 180,
+                           'the remediation to wait for the lock')[0].group(0)
+            time.sleep(5)
+            assert journal(fleet, 'ns1') == [] and server_pid(fleet, 'ns1') == before['ns1']
+            held.unlink()
+            assert operator.wait(60) == 0, (tmp_path / 'operator.log').read_text()[-3000:]
+            released = time.time()
+            steps, done = poll(lambda: [e['step'] for e in journal(fleet, 'ns1')] if any(
+                e['step'] == 'remediated' for e in journal(fleet, 'ns1')) else None, 240, "ns1's remediation")
+            after = {host: server_pid(fleet, host) for host in NS}
+            argv = fleet.ssh('ns1', "tr '\\0' ' ' < /proc/%d/cmdline" % after['ns1']).stdout
+            print('\nspeculation guard (Prometheus, Alertmanager, ansible-rulebook, remediate.yml, behind the router): '
+                  'collapse -> alert pending %.1f s, firing %.1f s; the remediation waited %.1f s for the operator\'s '
+                  'rollout lock ("%s"), remediated %.1f s after the lock was free (journal: %s)'
+                  % (active_at(alert) - turned, fired - turned, released - fired, waiting, done - released,
+                     ', '.join(steps)))
+            assert steps == ['started', 'drained', 'fallback', 'remediated'], steps
+            assert after['ns1'] not in (None, before['ns1']) and '--speculative-num-draft-tokens 3 ' in argv, argv
+            assert {host: after[host] for host in ('ns2', 'ns3')} == {host: before[host] for host in ('ns2', 'ns3')}
+            # the lock's wait interval (10 s) + drain, fallback deploy, register
+            assert done - released < 180
 
-        # remediate.yml journals "remediated" on the host before it tells the guard the remediation finished:
-        # the decisions before the next collapse end with that record.
-        poll(lambda: any(d['host'] == 'ns1' and d['reason'] == 'finished' for d in decisions()), 60,
-             "the guard's record that ns1's remediation finished")
-        seen = len(decisions())
-        collapse('ns1')
-        decision = poll(lambda: next((d for d in decisions()[seen:] if d['host'] == 'ns1'), None), 120,
-                        "the guard's decision on ns1's second collapse")[0]
-        assert decision['reason'] == 'cooldown', decision
+            # remediate.yml journals "remediated" on the host before it tells the guard the remediation finished:
+            # the decisions before the next collapse end with that record.
+            poll(lambda: any(d['host'] == 'ns1' and d['reason'] == 'finished' for d in decisions()), 60,
+                 "the guard's record that ns1's remediation finished")
+            seen = len(decisions())
+            collapse('ns1')
+            decision = poll(lambda: next((d for d in decisions()[seen:] if d['host'] == 'ns1'), None), 120,
+                            "the guard's decision on ns1's second collapse")[0]
+            assert decision['reason'] == 'cooldown', decision
 
-        # ns2 and ns3 follow: two of three at once (ns1, acted on within its cooldown, no longer counts),
-        # a shift of the whole fleet, not a bad host. "At once" for the guard is one Alertmanager notification;
-        # a site's group_wait (30 s by default) gathers alerts that fire seconds apart, this test's is 1 s, so
-        # a silence holds the alerts back until both fire, and its end sends them together.
-        muted = alertmanager.silence('LlmopsSpecAcceptLengthBelowFloor')
-        for host in ('ns2', 'ns3'):
-            fleet.ssh(host, 'echo random > %s' % QUALITY_FILE)
-        poll(lambda: {'ns2', 'ns3'} <= {a['labels']['host'] for a in alertmanager.alerts('LlmopsSpecAcceptLengthBelowFloor')},
-             WINDOW + FOR + 30, 'the acceptance alerts of ns2 and ns3 in Alertmanager')
-        alertmanager.expire(muted)
-        fleet_alert = poll(lambda: alertmanager.alerts('LlmopsSpecFleetWideCollapse'), WINDOW + FOR + 120,
-                           'the fleet-wide alert in Alertmanager')[0]
-        shifted = [d for d in decisions()[seen:] if d['reason'] == 'fleet_wide']
-        assert shifted and shifted[0]['fleet_alert'], decisions()[seen:]
-        assert not [d for d in decisions()[seen:] if d['reason'] not in ('cooldown', 'fleet_wide')], decisions()[seen:]
-        assert fleet_alert[0]['annotations']['hosts'] == 'ns2,ns3', fleet_alert
-        assert {host: server_pid(fleet, host) for host in NS} == after
-        assert len(journal(fleet, 'ns1')) == len(steps)
-        assert not journal(fleet, 'ns2') and not journal(fleet, 'ns3')
+            # ns2 and ns3 follow: two of three at once (ns1, acted on within its cooldown, no longer counts),
+            # a shift of the whole fleet, not a bad host. "At once" for the guard is one Alertmanager notification;
+            # a site's group_wait (30 s by default) gathers alerts that fire seconds apart, this test's is 1 s, so
+            # a silence holds the alerts back until both fire, and its end sends them together.
+            muted = alertmanager.silence('LlmopsSpecAcceptLengthBelowFloor')
+            for host in ('ns2', 'ns3'):
+                fleet.ssh(host, 'echo random > %s' % QUALITY_FILE)
+            poll(lambda: {'ns2', 'ns3'} <= {a['labels']['host'] for a in alertmanager.alerts('LlmopsSpecAcceptLengthBelowFloor')},
+                 WINDOW + FOR + 30, 'the acceptance alerts of ns2 and ns3 in Alertmanager')
+            alertmanager.expire(muted)
+            fleet_alert = poll(lambda: alertmanager.alerts('LlmopsSpecFleetWideCollapse'), WINDOW + FOR + 120,
+                               'the fleet-wide alert in Alertmanager')[0]
+            shifted = [d for d in decisions()[seen:] if d['reason'] == 'fleet_wide']
+            assert shifted and shifted[0]['fleet_alert'], decisions()[seen:]
+            assert not [d for d in decisions()[seen:] if d['reason'] not in ('cooldown', 'fleet_wide')], decisions()[seen:]
+            assert fleet_alert[0]['annotations']['hosts'] == 'ns2,ns3', fleet_alert
+            assert {host: server_pid(fleet, host) for host in NS} == after
+            assert len(journal(fleet, 'ns1')) == len(steps)
+            assert not journal(fleet, 'ns2') and not journal(fleet, 'ns3')
+    finally:
+        if operator.poll() is None:
+            os.killpg(operator.pid, signal.SIGKILL)
+            operator.wait()
     print('streaming through the router: %d requests, %d failed, %d truncated' % (load.sent, load.failed, load.truncated))
     assert load.sent > 100 and (load.failed, load.truncated) == (0, 0)

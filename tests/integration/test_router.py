@@ -18,8 +18,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import socket
+import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -27,6 +31,7 @@ import urllib.request
 
 import pytest
 
+from conftest import ansible_env
 from router_bed import Load
 from test_deploy import API_KEY, deploy_vars
 
@@ -472,3 +477,129 @@ def test_a_rollout_killed_anywhere_is_finished_by_its_rerun(bed, run_playbook, f
     assert load.failed == 0 and load.truncated == 0
     # Killed after its start and before its register, ns1 changed nothing in the rerun: it was put back.
     assert dict(seen)['after its new start, before its register']
+
+
+def host_link(fleet, host):
+    """The host-side end of a namespace host's veth (the peer of its eth0)."""
+    shown = subprocess.run(['ip', '-n', fleet.hosts[host]['netns'], '-o', 'link', 'show', 'eth0'],
+                           capture_output=True, text=True, check=True).stdout
+    peer = re.search(r'eth0@if(\d+)', shown).group(1)
+    links = subprocess.run(['ip', '-o', 'link', 'show'], capture_output=True, text=True, check=True).stdout
+    return re.search(r'^%s: ([^:@]+)' % peer, links, re.M).group(1)
+
+
+def test_a_host_unreachable_after_its_drain_stops_the_rollout_and_the_rerun_finishes_it(bed, run_playbook, fleet):
+    """A rolling depth change (serial 1) under streaming load; right after ns1's drain (its idle wait) its link is
+    taken down (tests/integration/callback_plugins/kill_at.py, LLMOPS_LINK_DOWN), so its SSH stops answering. The
+    run fails ns1 naming it and the phase it was in (its stop), shows the summary, stops before ns2, and ns1 stays
+    out of the router while ns2 serves every request. With the link back up, the same command finishes the rollout:
+    both servers in the router, healthy, on the new depth, and no request failed or was cut.
+    SSH notices a silent link through ServerAliveInterval (Ansible's default SSH settings have none: without it an
+    SSH command on a link gone silent waits for TCP to give up)."""
+    inventory, router = bed[1], bed[2]
+    link = host_link(fleet, 'ns1')
+    depth = 5 if draft_tokens(fleet, 'ns1') != 5 else 4
+    # A ControlPath of this test's own: the masters the other runs left have no ServerAliveInterval.
+    options = [o.replace('/%h-%r', '/alive-%h-%r') for o in fleet.ssh_options()]
+    ssh_args = ' '.join(shlex.quote(o) for o in options + ['-o', 'ServerAliveInterval=1', '-o', 'ServerAliveCountMax=3'])
+    extra = router_vars(sglang_server_speculative_depth=depth, llmops_serial=1, ansible_ssh_args=ssh_args)
+    env = {'ANSIBLE_CALLBACK_PLUGINS': CALLBACKS, 'ANSIBLE_CALLBACKS_ENABLED': 'kill_at',
+           'LLMOPS_KILL_AT': 'ok:router_worker:ns1:state=idle', 'LLMOPS_LINK_DOWN': link}
+    ns2_pid = pid_of(fleet, 'ns2', SERVER_PIDFILE)
+    try:
+        with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
+            wait_for(lambda: load.sent >= 20, 60)
+            started = time.monotonic()
+            stopped = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS),
+                                   extra_vars=extra, env=env, timeout=600)
+            stopped_s = time.monotonic() - started
+            assert workers(router) == {url_of(fleet, 'ns2'): True}
+            sent = load.sent
+            wait_for(lambda: load.sent >= sent + 20, 60)  # served by ns2 alone
+    finally:
+        subprocess.run(['ip', 'link', 'set', link, 'up'], check=True)
+    text = ' '.join(stopped.stdout.split())
+    assert stopped.rc == 2 and stopped.recap['ns1']['failed'] == 1, stopped.stdout[-4000:]
+    assert ('ns1 stopped answering over SSH during its stop phase, after its drain: it stays out of the routers and '
+            'the rollout stops here; once it answers again, run the same command again to finish it') in text, text[-4000:]
+    assert 'Show state, ready time' in text  # the summary, with ns1's row
+    assert stopped.recap['ns2'].get('changed', 0) == 0 and pid_of(fleet, 'ns2', SERVER_PIDFILE) == ns2_pid
+    rerun = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS),
+                         extra_vars=router_vars(sglang_server_speculative_depth=depth, llmops_serial=1), expect_rc=0,
+                         timeout=600)
+    assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
+    assert {h: draft_tokens(fleet, h) for h in SERVERS} == {h: depth for h in SERVERS}
+    summary = stopped.stdout.rpartition('Show state, ready time')[2].split('\n\n')[0]
+    print('\nns1 unreachable after its drain: the run stopped after %.0f s naming it; the rerun finished the rollout '
+          '(%d requests, %d failed, %d truncated); the stopped run\'s summary:%s'
+          % (stopped_s, load.sent, load.failed, load.truncated, summary))
+    assert load.failed == 0 and load.truncated == 0
+    assert 'took over the rollout lock of' in ' '.join(rerun.stdout.split() + rerun.stderr.split())
+
+
+# Where a rolling update gets an operator's Ctrl-C (SIGINT to ansible-playbook's process group, sent by a process
+# outside it): the host, the point, and the task there.
+INTERRUPT_POINTS = [
+    ('ns1', 'during its health wait after its new start', 'start:wait_for_llm_health:ns1'),
+    ('ns2', 'after its drain', 'ok:router_worker:ns2:state=idle'),
+]
+
+
+def interrupted_deploy(inventory, extra_vars, env, timeout=600):
+    """``(rc, output)`` of deploy.yml on the servers, run to its end. Where it is still running after ``timeout``
+    seconds, AssertionError with the Python stacks of its controller (faulthandler, SIGABRT), its processes and its
+    output (its process group is then SIGKILLed)."""
+    with tempfile.NamedTemporaryFile('w', suffix='.json', prefix='llmops-extra-vars-') as handle:
+        json.dump(extra_vars, handle)
+        handle.flush()
+        argv = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i', inventory,
+                os.path.join(ROOT, 'playbooks', 'deploy.yml'), '--limit', ','.join(SERVERS), '-e', '@' + handle.name]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                                env=ansible_env(dict(env, PYTHONFAULTHANDLER='1')), start_new_session=True)
+        try:
+            output = proc.communicate(timeout=timeout)[0]
+        except subprocess.TimeoutExpired:
+            processes = subprocess.run(['ps', '-o', 'pid,ppid,stat,wchan:24,etime,args', '-s', str(proc.pid)],
+                                       capture_output=True, text=True, check=False).stdout
+            os.kill(proc.pid, signal.SIGABRT)
+            time.sleep(2)
+            os.killpg(proc.pid, signal.SIGKILL)
+            output = proc.communicate()[0]
+            raise AssertionError('still running after %d s:\n%s\n%s' % (timeout, processes, output[-12000:]))
+    return proc.returncode, output
+
+
+def test_a_rollout_interrupted_by_ctrl_c_is_finished_by_its_rerun(bed, run_playbook, fleet):
+    """A rolling depth change (serial 1) under streaming load, interrupted as an operator's Ctrl-C would (SIGINT to
+    the whole ansible-playbook process group) during ns1's health wait after its new start, and after ns2's drain.
+    The interrupted run ends (exit 99, "User interrupted execution"); the same command run again exits 0, every
+    server is in the router, healthy, on the new depth, and no request failed or was cut."""
+    inventory, router = bed[1], bed[2]
+    # 2 s after the point: a SIGINT that reaches the controller while it handles that point's result can be lost
+    # (ansible-core 2.19 raises KeyboardInterrupt in whatever its main thread runs then).
+    env = {'ANSIBLE_CALLBACK_PLUGINS': CALLBACKS, 'ANSIBLE_CALLBACKS_ENABLED': 'kill_at', 'LLMOPS_KILL_SIGNAL': 'INT',
+           'LLMOPS_KILL_DELAY': '2'}
+    seen = []
+    start = draft_tokens(fleet, 'ns1')
+    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
+        wait_for(lambda: load.sent >= 20, 60)
+        for index, (host, point, spec) in enumerate(INTERRUPT_POINTS):
+            depth = 3 + index if start not in (3, 4) else 6 + index  # a change on every server at each point
+            extra = router_vars(sglang_server_speculative_depth=depth, llmops_serial=1)
+            began = time.monotonic()
+            rc, output = interrupted_deploy(inventory, extra, dict(env, LLMOPS_KILL_AT=spec))
+            ended = time.monotonic() - began
+            assert rc == 99 and 'User interrupted execution' in output, '%s: not interrupted there (rc %d)\n%s' % (
+                point, rc, output[-3000:])
+            rerun = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS),
+                                 extra_vars=extra, expect_rc=0, timeout=600)
+            assert workers(router) == {url_of(fleet, h): True for h in SERVERS}, point
+            assert {h: draft_tokens(fleet, h) for h in SERVERS} == {h: depth for h in SERVERS}, point
+            text = ' '.join(rerun.stdout.split())
+            seen.append('%s: rc %d after %.0f s, rerun re-registered: %s'
+                        % (point, rc, ended, 're-registered: was out of router %s' % ROUTER in text))
+        sent = load.sent
+        wait_for(lambda: load.sent >= sent + 10, 60)
+    print('\nrolling update interrupted (SIGINT) at 2 points, each finished by its rerun: %d requests, %d failed, '
+          '%d truncated; %s' % (load.sent, load.failed, load.truncated, '; '.join(seen)))
+    assert load.failed == 0 and load.truncated == 0

@@ -207,31 +207,6 @@ def speculation_mixed(group_hosts, drafter_of):
     return notes
 
 
-def rollout_stops(failed, batch_size, max_fail_percentage=0):
-    """Whether Ansible ends the rollout after a batch of ``batch_size`` hosts of which ``failed`` failed:
-    every host of the batch failed, or more than ``max_fail_percentage`` percent of it (the play's
-    ``max_fail_percentage``)."""
-    return failed > 0 and (failed == batch_size or failed * 100 > float(max_fail_percentage) * batch_size)
-
-
-def group_gate_problem(group, batch, gate_of, gate):
-    """Why the ranks of a multi-node group cannot pass the gate ``gate`` of a deploy (roles/deploy/tasks/
-    group_gate.yml) together, or '' where they can: ranks not in this play batch, and ranks in it whose
-    mark (``gate_of[rank]``, the gate each reached) is not this gate (they failed before it)."""
-    out = [h for h in group if h not in batch]
-    behind = [h for h in group if h in batch and gate_of.get(h, '') != gate]
-    if not out and not behind:
-        return ''
-    text = 'multi-node group %s: ' % ', '.join(group)
-    if out:
-        text += ('%s not in this batch (unreachable, failed, limited out or in another rolling batch: llmops_serial must '
-                 "be a multiple of the group's size and its hosts consecutive in the play)" % ', '.join(out))
-        text += '; ' if behind else ''
-    if behind:
-        text += '%s failed (its error is above)' % ', '.join(behind)
-    return text + '; nothing of the group was %s' % gate
-
-
 # Prefill/decode disaggregation (PD). SGLang checks only the page size and the KV dtype between a prefill and
 # a decode, and the router pairs any prefill with any decode: everything else a pair must share is checked
 # here, from each server's plan (its launch command and release). Each field: how a message names it, and the

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
@@ -24,9 +25,11 @@ from ansible_collections.llmops.serving.plugins.modules.sglang_server import ARG
 
 # The module's options that are not role options of the plan.
 OWN_OPTIONS = ('state', 'plan', 'restart', 'shim', 'stop_timeout', 'restored', 'rollback_reason')
-# The variable the environment file's template renders (templates/env.j2), and the names of the environment
-# variables the launcher shim reads (templates/llmops_launch.py.j2).
+# The variables the templates render: the environment file's lines (templates/env.j2) and the unit's ExecStart
+# (templates/sglang.service.j2), and the names of the environment variables the launcher shim reads
+# (templates/llmops_launch.py.j2).
 ENVIRONMENT = '__sglang_server_environment'
+EXEC_START = '__sglang_server_exec_start'
 API_KEY_FILE_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
 USER_ENV = 'LLMOPS_SERVER_USER'
 
@@ -51,8 +54,13 @@ class ActionModule(ActionBase):
         env = _server_role.environment(options['sglang_server_env'], options['sglang_server_gpus'],
                                        options['sglang_server_user'], plan, API_KEY_FILE_ENV, USER_ENV)
         lookup = lookup_loader.get('ansible.builtin.template', loader=self._loader, templar=self._templar)
-        template_vars = {ENVIRONMENT: env, 'sglang_server_plan': plan, '__sglang_server_api_key_file_env': API_KEY_FILE_ENV,
-                         '__sglang_server_user_env': USER_ENV}
+        try:
+            exec_start = _sglang_args.systemd_exec(plan['command']) if plan['launcher'] == 'systemd' else ''
+            template_vars = {ENVIRONMENT: _sglang_args.render_env_file(env), EXEC_START: exec_start,
+                             'sglang_server_plan': plan, '__sglang_server_api_key_file_env': API_KEY_FILE_ENV,
+                             '__sglang_server_user_env': USER_ENV}
+        except _sglang_args.LaunchArgsError as exc:
+            raise AnsibleActionFail('%s: %s' % (task_vars['inventory_hostname'], exc))
 
         def render(src):
             return lookup.run([src], variables=task_vars, template_vars=template_vars)[0]
@@ -115,12 +123,13 @@ class ActionModule(ActionBase):
             command = _sglang_args.launch_command(options['sglang_server_python'], argv, engine=spec['engine'],
                                                   shim=shim)
             speculative = _sglang_args.running_speculative(spec['speculative'])
+            disaggregation = _sglang_args.disaggregation_plan(spec)
         except _sglang_args.LaunchArgsError as exc:
             result.update(failed=True, msg='%s: %s' % (host, exc))
             return None
         service_mgr = (task_vars.get('ansible_facts') or {}).get('service_mgr') or check.get('service_mgr')
         plan = {'launcher': _server_plan.launcher(options['sglang_server_launcher'], service_mgr), 'version': check['version'],
-                'command': command, 'speculative': speculative,
+                'command': command, 'speculative': speculative, 'disaggregation': disaggregation,
                 'model_config': (check.get('configs') or {}).get('sglang_server_model_path') or {}}
         plan.update(gpus)
         plan.update(layout)

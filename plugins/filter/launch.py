@@ -23,20 +23,10 @@ def shell_join(argv, flag_per_line=False):
     return args.shell_join(argv, flag_per_line=flag_per_line)
 
 
-def systemd_exec(argv):
-    return args.systemd_exec(argv)
-
-
-def env_file(env):
-    return args.render_env_file(env)
-
-
 class FilterModule:
     def filters(self):
         return {name: as_filter(function, args.LaunchArgsError, named=False) for name, function in (
             ('speculative_settings', speculative_settings),
             ('launch_command', launch_command),
             ('shell_join', shell_join),
-            ('systemd_exec', systemd_exec),
-            ('env_file', env_file),
         )}

@@ -38,13 +38,6 @@ def router_status_text(statuses):
     return text
 
 
-def rollback_outcome(host, result):
-    """The server ``host`` serves after a rollback (the sglang_server role's ``sglang_server_result``)."""
-    return '%s: %s to record %s, pid %s, %s %s, depth %s, accept length %s' % (
-        host, result.get('state'), (result.get('record') or {}).get('id'), result.get('pid'), result.get('engine'),
-        result.get('version'), result.get('depth'), result.get('accept_length'))
-
-
 def journal_rows(journals):
     """``host: <at> <step> state=... depth=... accept_length=... reason=...`` for each line of each
     host's remediation journal (``[(host, [JSON line, ...]), ...]``); a line that is not a JSON

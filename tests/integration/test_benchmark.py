@@ -102,7 +102,7 @@ def check_sweep_succeeds_and_shows_its_progress(sweep):
     assert result.recap['localhost']['failed'] == 0
     assert result.recap['localhost']['rescued'] == 0, result.stdout[-6000:]
     for candidate in ('baseline', 'depth 16', 'depth 10', 'depth 5'):
-        for task in ('TASK [Plan the server for %s]', 'TASK [Start the server and wait until it serves, for %s]',
+        for task in ('TASK [Plan the server for %s]', 'TASK [Start the server and wait until it is healthy and serves, for %s]',
                      'TASK [llmops.serving.spec_sweep : Benchmark candidate %s at concurrency 8]'):
             assert task % candidate in result.stdout
 

@@ -33,8 +33,6 @@ def test_launch_command():
     command = FILTERS['launch_command'](argv, '/venv/bin/python', shim='/opt/shim.py')
     assert command[:3] == ['/venv/bin/python', '/opt/shim.py', 'sglang.launch_server']
     assert FILTERS['shell_join'](['a b', 'c']) == "'a b' c"
-    assert FILTERS['systemd_exec'](['/bin/x', '50%']) == '"/bin/x" "50%%"'
-    assert FILTERS['env_file']({'B': '2', 'A': '1'}) == 'A="1"\nB="2"\n'
     assert FILTERS['speculative_settings']({'depth': 5})['num_steps'] == 4
     assert FILTERS['speculative_settings'](None)['depth'] is None
 
@@ -42,8 +40,6 @@ def test_launch_command():
 @pytest.mark.parametrize('name, args, kwargs, message', [
     ('speculative_settings', ({'num_draft_tokens': 4},), {}, 'need speculative_num_steps'),
     ('shell_join', ('not a list',), {}, 'list of arguments'),
-    ('systemd_exec', (['relative'],), {}, 'absolute path'),
-    ('env_file', ({'BAD-NAME': 'x'},), {}, 'not valid'),
 ])
 def test_errors_become_filter_errors(name, args, kwargs, message):
     with pytest.raises(AnsibleFilterError, match=message):

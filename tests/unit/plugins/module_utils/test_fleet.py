@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.llmops.serving.plugins.filter.fleet import group_gate_problem, rollout_stops, server_hosts
+from ansible_collections.llmops.serving.plugins.filter.fleet import server_hosts
 from ansible_collections.llmops.serving.plugins.module_utils import _fleet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -135,34 +135,3 @@ def test_hosts_of_a_group_serving_without_its_drafter_are_flagged():
 ])
 def test_server_hosts_pattern(groups, pattern):
     assert server_hosts(groups) == pattern
-
-
-def test_group_gate_passes_a_group_whose_ranks_all_reached_it():
-    assert _fleet.group_gate_problem(['ns1', 'ns2'], ['ns1', 'ns2', 'ns3'], {'ns1': 'started', 'ns2': 'started'}, 'started') == ''
-
-
-def test_group_gate_names_the_ranks_out_of_the_batch_and_those_behind():
-    assert _fleet.group_gate_problem(['ns1', 'ns2'], ['ns1', 'ns2'], {'ns1': 'started', 'ns2': 'stopped or started'}, 'started') == \
-        'multi-node group ns1, ns2: ns2 failed (its error is above); nothing of the group was started'
-    assert _fleet.group_gate_problem(['ns1', 'ns2', 'ns3'], ['ns1', 'ns2'], {'ns1': 'started'}, 'started') == (
-        'multi-node group ns1, ns2, ns3: ns3 not in this batch (unreachable, failed, limited out or in another rolling '
-        "batch: llmops_serial must be a multiple of the group's size and its hosts consecutive in the play); "
-        'ns2 failed (its error is above); nothing of the group was started')
-
-
-def test_group_gate_filter_reads_the_marks_of_the_ranks_in_the_batch():
-    hostvars = {'ns1': {'__deploy_group_gate': 'started'}, 'ns2': {}}
-    assert group_gate_problem(['ns1', 'ns2'], ['ns1', 'ns2'], hostvars, 'started').startswith('multi-node group ns1, ns2: ns2 failed')
-
-
-@pytest.mark.parametrize('failed, size, percentage, stops', [
-    (0, 1, 0, False), (1, 1, 0, True), (1, 4, 0, True), (1, 4, 25, False), (2, 4, 25, True), (4, 4, 100, True),
-    (1, 3, '50', False),
-])
-def test_rollout_stops(failed, size, percentage, stops):
-    assert _fleet.rollout_stops(failed, size, percentage) is stops
-
-
-def test_rollout_stops_filter_counts_the_hosts_that_failed():
-    hostvars = {'a': {'llmops_deploy_failure': 'boom'}, 'b': {}, 'c': {}}
-    assert rollout_stops(['a', 'b', 'c'], hostvars, 50) is False and rollout_stops(['a', 'b', 'c'], hostvars) is True

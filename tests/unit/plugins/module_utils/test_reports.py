@@ -17,13 +17,6 @@ def test_router_status_text_names_each_worker_and_the_missing_ones():
         'r1: worker http://ns2:30000 not in the router;  r2: router ready=False http://r2:30000; ')
 
 
-def test_rollback_outcome():
-    result = {'state': 'rolled_back', 'record': {'id': 'abc'}, 'pid': 42, 'engine': 'sglang', 'version': '0.5.15',
-              'depth': 16, 'accept_length': 2.5}
-    assert _reports.rollback_outcome('ns1', result) == \
-        'ns1: rolled_back to record abc, pid 42, sglang 0.5.15, depth 16, accept length 2.5'
-
-
 def test_journal_rows_show_the_figures_a_line_has_and_skip_what_is_no_record():
     lines = [json.dumps({'at': 'T1', 'host': 'ns1', 'step': 'started', 'fallback': 3}),
              json.dumps({'at': 'T2', 'host': 'ns1', 'step': 'fallback', 'state': 'ready', 'pid': 7, 'depth': 3,

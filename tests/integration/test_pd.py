@@ -27,7 +27,8 @@ from test_router import CONTROL_PLANE_KEY, ROOT, pid_of, request, router_vars, w
 ROUTER = 'ns3'
 PORT = 30080
 ROUTER_PIDFILE = '/run/llmops/sglang-router-main.pid'
-LOAD_PAUSE = 0.1
+# 4 paced clients: enough to keep requests in flight on every server, light enough for a 2-core machine.
+LOAD_CLIENTS, LOAD_PAUSE = 4, 0.25
 # inventory host -> (fleet host whose address it shares, mode, server port, simulated GPU), in the order of the
 # batches (llmops_serial 2): a prefill and a decode of different addresses in each (two servers of one address in
 # one batch race on creating the service user).
@@ -143,7 +144,7 @@ def test_rolling_change_of_both_kinds_under_load_loses_nothing(bed, run_playbook
     fleet, inventory, router = bed[:3]
     before = dict((h, server_pid(fleet, h)) for h in SERVERS)
     outcome = {}
-    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
+    with Load(router, key=API_KEY, model='tiny-llama', clients=LOAD_CLIENTS, pause=LOAD_PAUSE) as load:
         wait_for(lambda: load.sent >= 20, 60)
         started = time.monotonic()
         rollout = threading.Thread(target=lambda: outcome.update(result=run_playbook(

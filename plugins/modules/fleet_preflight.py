@@ -30,9 +30,9 @@ description:
     (C(sglang_server_disaggregation_mode) on any of them) without at least one prefill and one decode, or with a
     server that has no mode;
   - the prefill and decode servers behind the routers differ in model, drafter, speculative settings, page size
-    (C(--page-size)), KV dtype (C(--kv-cache-dtype)) or engine release (from each plan's launch command and
-    version): SGLang checks only page size and KV dtype between them, and the router pairs any prefill with any
-    decode;
+    (C(--page-size)), KV dtype (C(--kv-cache-dtype)) or engine release, read from each plan's launch command and
+    version (SGLang checks only page size and KV dtype between them, and the router pairs any prefill with any
+    decode);
   - the rollout would restart prefill or decode servers with another model, drafter, speculative settings or
     release than their last good record, one batch at a time, so that old and new servers would pair - unless
     O(pd_mixed_ok) (the README says how to do it blue-green behind a second router);

@@ -166,3 +166,30 @@ def test_rollout_stops(failed, size, percentage, stops):
 def test_rollout_stops_filter_counts_the_hosts_that_failed():
     hostvars = {'a': {'llmops_deploy_failure': 'boom'}, 'b': {}, 'c': {}}
     assert rollout_stops(['a', 'b', 'c'], hostvars, 50) is False and rollout_stops(['a', 'b', 'c'], hostvars) is True
+
+
+@pytest.mark.parametrize('address, loopback', [
+    ('127.0.0.1', True), ('127.0.1.1', True), ('::1', True), ('localhost', True), ('LOCALHOST', True),
+    ('0.0.0.0', False), ('::', False), ('10.0.0.5', False), ('', False), ('myhost', False)])
+def test_loopback_addresses(address, loopback):
+    assert _fleet.is_loopback(address) is loopback
+
+
+def test_a_server_or_router_bound_beyond_loopback_without_a_key_is_refused_unless_allowed_open():
+    assert _fleet.open_binding('server', 'ns1', '127.0.0.1', 'sglang_server_host', '', 'sglang_server_api_key',
+                               False) is None
+    assert _fleet.open_binding('server', 'ns1', '0.0.0.0', 'sglang_server_host', 'sk-x', 'sglang_server_api_key',
+                               False) is None
+    assert _fleet.open_binding('server', 'ns1', '0.0.0.0', 'sglang_server_host', '', 'sglang_server_api_key',
+                               True) is None
+    problem = _fleet.open_binding('router', 'r1', '0.0.0.0', 'sglang_router_host', '', 'sglang_router_api_key', False)
+    assert problem == ('router r1 listens on 0.0.0.0 (sglang_router_host) without an API key (sglang_router_api_key is '
+                       'empty there): anyone who reaches it could use it; set sglang_router_api_key (in the vault), '
+                       'bind it to 127.0.0.1, or set llmops_allow_open: true for r1 to run it open')
+
+
+def test_a_control_plane_key_that_differs_between_a_router_and_a_server_is_named_without_the_key():
+    problems = _fleet.control_plane_key_mismatches('r1', 'cp-secret', {'ns1': 'cp-secret', 'ns2': '', 'ns3': 'sk-other'})
+    assert len(problems) == 2 and problems[0].startswith('ns2 would manage router r1 with another control-plane key')
+    assert 'ns3' in problems[1] and not any('cp-secret' in p or 'sk-other' in p for p in problems)
+    assert _fleet.control_plane_key_mismatches('r1', '', {'ns1': None, 'ns2': ''}) == []

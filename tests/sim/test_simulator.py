@@ -298,13 +298,15 @@ def test_api_key_like_sglang(start_sim):
     assert sim.get('/metrics')[0] == 200
 
 
+def bearer(key):
+    return {'headers': {'Authorization': 'Bearer ' + key}}
+
 
 def test_admin_key_levels_like_sglang(start_sim):
     """SGLang 0.5.15.post1's decide_request_auth: an admin-optional route takes the admin key where one is set
     (the inference key no longer), else the inference key; normal routes take the inference key only; /health*
     and /metrics take none."""
     sim = start_sim('--api-key', 'infer', '--admin-api-key', 'admin', '--enable-metrics')
-    bearer = lambda key: {'headers': {'Authorization': 'Bearer ' + key}}  # noqa: E731
     assert sim.post('/flush_cache', {}, **bearer('infer')) == (401, b'{"error":"Unauthorized"}')
     assert sim.post('/flush_cache', {})[0] == 401
     assert sim.post('/flush_cache', {}, **bearer('admin'))[0] == 200

@@ -92,7 +92,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _holds(self, key):
         # SGLang's check: ``Authorization: Bearer K`` (scheme in any case) or ``x-api-key: K``.
-        scheme, _, token = (self.headers.get('Authorization') or '').partition(' ')
+        scheme, dummy, token = (self.headers.get('Authorization') or '').partition(' ')
         return (scheme.lower() == 'bearer' and token == key) or self.headers.get('x-api-key') == key
 
     def _auth_status(self, path):

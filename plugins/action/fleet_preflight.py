@@ -34,6 +34,11 @@ def _get(hostvars, host, name, default=None):
     return default if value is None else value
 
 
+def _boolean(value):
+    """A variable's truth as Ansible's ``bool`` filter reads it ("true", "yes", "1", "on", True)."""
+    return value is True or str(value).strip().lower() in ('true', 'yes', 'y', '1', 'on')
+
+
 def with_defaults(args, play_hosts):
     """The task's arguments with each option left out or null at its default; ``hosts``: ``play_hosts``."""
     out = dict(args, **dict((name, value) for name, value in DEFAULTS.items() if args.get(name) is None))
@@ -111,6 +116,23 @@ class ActionModule(ActionBase):
                     problems.append('%s would manage router %s with another API key than the router has '
                                     '(sglang_router_api_key differs between %s and %s): set it once for both, e.g. '
                                     'in group_vars/all' % (host, router, host, router))
+        # Safe defaults: nothing bound beyond loopback without its key (unless llmops_allow_open), and every
+        # control-plane key a drain or register will send is the router's.
+        for host in servers:
+            problems += [problem for problem in [_fleet.open_binding(
+                'server', host, _get(hostvars, host, 'sglang_server_host', '127.0.0.1'), 'sglang_server_host',
+                _get(hostvars, host, 'sglang_server_api_key', ''), 'sglang_server_api_key',
+                _boolean(_get(hostvars, host, 'llmops_allow_open', False)))] if problem]
+        for router in routers:
+            problem = _fleet.open_binding(
+                'router', router, _get(hostvars, router, 'sglang_router_host', '0.0.0.0'), 'sglang_router_host',
+                _get(hostvars, router, 'sglang_router_api_key', _get(hostvars, router, 'sglang_server_api_key', '')),
+                'sglang_router_api_key', _boolean(_get(hostvars, router, 'llmops_allow_open', False)))
+            if problem:
+                problems.append(problem)
+            problems += _fleet.control_plane_key_mismatches(
+                router, _get(hostvars, router, 'sglang_router_control_plane_api_key', ''),
+                dict((h, _get(hostvars, h, 'sglang_router_control_plane_api_key', '')) for h in fronted))
         if routers and args['serial'] is not None:
             limit = min([int(_get(hostvars, h, 'sglang_router_max_unavailable', 1)) for h in fronted] or [1])
             problems += _fleet.router_overload(batch_list, stopping, dict((r, set(fronted)) for r in routers),

@@ -31,6 +31,7 @@ OWN_OPTIONS = ('state', 'plan', 'restart', 'shim', 'stop_timeout', 'restored', '
 ENVIRONMENT = '__sglang_server_environment'
 EXEC_START = '__sglang_server_exec_start'
 API_KEY_FILE_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
+ADMIN_API_KEY_FILE_ENV = 'LLMOPS_SERVER_ADMIN_API_KEY_FILE'
 USER_ENV = 'LLMOPS_SERVER_USER'
 
 
@@ -51,14 +52,17 @@ class ActionModule(ActionBase):
 
     def launch_files_args(self, options, plan, task_vars, compare):
         """The arguments of llmops.serving.launch_files: the plan's launch files rendered from the role's templates."""
+        # Without an admin key the shim and the environment file are those of 1.0.0: upgrading restarts nothing.
+        admin_key = options['sglang_server_admin_api_key'] or ''
+        admin_env = ADMIN_API_KEY_FILE_ENV if admin_key else ''
         env = _server_role.environment(options['sglang_server_env'], options['sglang_server_gpus'],
-                                       options['sglang_server_user'], plan, API_KEY_FILE_ENV, USER_ENV)
+                                       options['sglang_server_user'], plan, API_KEY_FILE_ENV, USER_ENV, admin_env)
         lookup = lookup_loader.get('ansible.builtin.template', loader=self._loader, templar=self._templar)
         try:
             exec_start = _sglang_args.systemd_exec(plan['command']) if plan['launcher'] == 'systemd' else ''
             template_vars = {ENVIRONMENT: _sglang_args.render_env_file(env), EXEC_START: exec_start,
                              'sglang_server_plan': plan, '__sglang_server_api_key_file_env': API_KEY_FILE_ENV,
-                             '__sglang_server_user_env': USER_ENV}
+                             '__sglang_server_user_env': USER_ENV, '__sglang_server_admin_api_key_file_env': admin_env}
         except _sglang_args.LaunchArgsError as exc:
             raise AnsibleActionFail('%s: %s' % (task_vars['inventory_hostname'], exc))
 
@@ -69,12 +73,15 @@ class ActionModule(ActionBase):
         secrets = [{'path': plan['env_file'], 'mode': '0600', 'content': render(_server_role.ENV_TEMPLATE)}]
         if api_key:
             secrets.append({'path': plan['api_key_file'], 'mode': '0600', 'owner': user, 'content': api_key + '\n'})
+        if admin_key:
+            secrets.append({'path': plan['admin_api_key_file'], 'mode': '0600', 'owner': user,
+                            'content': admin_key + '\n'})
         args = {'directories': [{'path': options['sglang_server_config_dir']},
                                 {'path': os.path.dirname(options['sglang_server_log_path'])}],
                 'files': [{'path': template['dest'], 'mode': template['mode'], 'content': render(template['src'])}
                           for template in plan['templates']],
                 'secrets': secrets,
-                'absent': [] if api_key else [plan['api_key_file']],
+                'absent': ([] if api_key else [plan['api_key_file']]) + ([] if admin_key else [plan['admin_api_key_file']]),
                 'users': [{'name': user, 'groups': options['sglang_server_user_groups'] or []}] if plan['switch_user'] else []}
         if compare:
             args['last_good'] = plan['last_good']
@@ -118,6 +125,11 @@ class ActionModule(ActionBase):
                 for name, path in sorted(missing.items())) + ' (nothing was stopped or changed)')
             return None
 
+        if options['sglang_server_admin_api_key']:
+            problem = _sglang_args.admin_key_problem(spec['engine'], check['version'], check['cli']['options'])
+            if problem:
+                result.update(failed=True, msg='%s: %s; nothing was stopped or changed' % (host, problem))
+                return None
         try:
             argv = _sglang_args.build_argv(spec, version=check['version'], options=check['cli']['options'])
             command = _sglang_args.launch_command(options['sglang_server_python'], argv, engine=spec['engine'],

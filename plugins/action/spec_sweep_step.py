@@ -45,7 +45,8 @@ SETTINGS = {
 }
 # The options of the later steps, by the same names.
 STEP_OPTIONS = {
-    'api_key': 'sglang_server_api_key', 'server_result': 'sglang_server_result', 'candidate': 'spec_sweep_candidate',
+    'api_key': 'sglang_server_api_key', 'admin_api_key': 'sglang_server_admin_api_key',
+    'server_result': 'sglang_server_result', 'candidate': 'spec_sweep_candidate',
     'progress': '__spec_sweep_candidate', 'results': '__spec_sweep_results', 'tiers': '__spec_sweep_tiers',
     'applied': 'spec_sweep_applied', 'restored': 'spec_sweep_restored',
 }

@@ -457,10 +457,10 @@ class _RequestsTransport:
             session.close()
             self._local.session = None
 
-    def request(self, method, path, deadline):
+    def request(self, method, path, deadline, headers=None):
         left = _remaining(deadline)
         try:
-            resp = self._session().request(method, self.url + path, timeout=(left, left))
+            resp = self._session().request(method, self.url + path, timeout=(left, left), headers=headers)
             return resp.status_code, resp.content
         except self.errors:
             self._drop()
@@ -524,11 +524,11 @@ class _StdlibTransport:
             conn.close()
             self._local.conn = None
 
-    def _response(self, method, path, body, deadline):
+    def _response(self, method, path, body, deadline, headers=None):
         data = json.dumps(body).encode() if body is not None else None
         try:
             conn = self._connection(_remaining(deadline))
-            conn.request(method, self._prefix + path, body=data, headers=self.headers)
+            conn.request(method, self._prefix + path, body=data, headers=dict(self.headers, **(headers or {})))
             sock = conn.sock  # getresponse() lets go of it when the server closes after this answer
             sock.settimeout(_remaining(deadline))
             return conn.getresponse(), sock
@@ -536,8 +536,8 @@ class _StdlibTransport:
             self._drop()
             raise
 
-    def request(self, method, path, deadline):
-        resp, dummy = self._response(method, path, None, deadline)
+    def request(self, method, path, deadline, headers=None):
+        resp, dummy = self._response(method, path, None, deadline, headers)
         try:
             data = resp.read()
         except self.errors:
@@ -584,12 +584,14 @@ class Client:
     is installed). ``timeout`` bounds every request, from connecting to its last byte.
     """
 
-    def __init__(self, url, api_key=None, timeout=600.0, http_library='auto'):
+    def __init__(self, url, api_key=None, timeout=600.0, http_library='auto', admin_api_key=None):
         self.url = url.rstrip('/')
         self.timeout = timeout
         headers = {'Content-Type': 'application/json', 'Accept-Encoding': 'identity'}
         if api_key:
             headers['Authorization'] = 'Bearer %s' % api_key
+        # The admin endpoints (/flush_cache) take the admin key where the server has one.
+        self.admin_headers = {'Authorization': 'Bearer %s' % admin_api_key} if admin_api_key else None
         if http_library == 'auto':
             http_library = 'requests' if requests is not None else 'http.client'
         if http_library == 'requests':
@@ -601,8 +603,8 @@ class Client:
             self.transport = _StdlibTransport(self.url, headers)
         self.http_library = self.transport.name
 
-    def request(self, method, path):
-        """``(status, body)`` of a request that is not streamed.
+    def request(self, method, path, headers=None):
+        """``(status, body)`` of a request that is not streamed (``headers``: added to, or replacing, the client's).
 
         A failure other than a timeout is tried once more on a new connection: the server
         may have closed an idle keep-alive connection (uvicorn does after 5 s) just as it
@@ -610,11 +612,11 @@ class Client:
         """
         deadline = time.monotonic() + self.timeout
         try:
-            return self.transport.request(method, path, deadline)
+            return self.transport.request(method, path, deadline, headers)
         except self.transport.timeouts:
             raise
         except self.transport.errors:
-            return self.transport.request(method, path, deadline)
+            return self.transport.request(method, path, deadline, headers)
 
     def _json(self, path):
         """Body of ``GET path`` as JSON, or None when the endpoint is absent; transport errors raise."""
@@ -679,7 +681,7 @@ class Client:
         deadline = time.monotonic() + deadline_s
         while True:
             try:
-                status, data = self.request('POST', '/flush_cache')
+                status, data = self.request('POST', '/flush_cache', self.admin_headers)
             except self.transport.errors as exc:
                 raise self._unanswered('/flush_cache', exc)
             if status == 200:

@@ -119,6 +119,38 @@ def router_overload(batch_list, stopping, workers_of, max_unavailable):
     return problems
 
 
+# Addresses that only the host itself reaches.
+LOOPBACK = ('127.0.0.1', '::1', 'localhost', '[::1]')
+
+
+def is_loopback(address):
+    """Whether a server or router bound to ``address`` is reachable only from its own host
+    (127.0.0.0/8, ::1, localhost)."""
+    address = str(address or '').strip().lower()
+    return address in LOOPBACK or address.startswith('127.')
+
+
+def open_binding(kind, host, address, address_var, key, key_var, allow_open):
+    """The problem of a ``kind`` (server or router) on ``host`` bound to ``address`` (beyond loopback) without
+    ``key``, unless ``allow_open`` (llmops_allow_open), or None. The message names the host and the variables,
+    never a key."""
+    if key or allow_open or is_loopback(address):
+        return None
+    return ('%s %s listens on %s (%s) without an API key (%s is empty there): anyone who reaches it could use it; '
+            'set %s (in the vault), bind it to 127.0.0.1, or set llmops_allow_open: true for %s to run it open'
+            % (kind, host, address, address_var, key_var, key_var, host))
+
+
+def control_plane_key_mismatches(router, router_key, senders):
+    """Problems where a server host that drains and registers its workers at ``router`` would send another
+    control-plane key (``senders``: host -> its ``sglang_router_control_plane_api_key``) than the router has
+    (``router_key``). No key appears in a message."""
+    return ['%s would manage router %s with another control-plane key than the router has '
+            '(sglang_router_control_plane_api_key differs between %s and %s): the drain and the register would '
+            'be refused (HTTP 401); set it once for both, e.g. in group_vars/all' % (host, router, host, router)
+            for host, key in sorted(senders.items()) if (key or '') != (router_key or '')]
+
+
 def key_mismatches(router, router_key, servers):
     """Problems where the API key a router sends (``router_key``, its ``sglang_router_api_key``)
     is not the one each of its servers requires (``servers``: host -> its ``sglang_server_api_key``).

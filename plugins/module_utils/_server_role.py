@@ -23,8 +23,8 @@ BENCHMARK_OPTIONS = tuple(PREFIX + name for name in (
     'engine', 'served_model_name', 'api_key', 'host', 'port', 'benchmark_rounds', 'benchmark_num_prompts',
     'benchmark_concurrency', 'benchmark_input_len', 'benchmark_output_len', 'benchmark_timeout'))
 # The role options the launch files are made of (besides the plan).
-FILES_OPTIONS = tuple(PREFIX + name for name in ('env', 'gpus', 'user', 'user_groups', 'api_key', 'config_dir',
-                                                 'log_path'))
+FILES_OPTIONS = tuple(PREFIX + name for name in ('env', 'gpus', 'user', 'user_groups', 'api_key', 'admin_api_key',
+                                                 'config_dir', 'log_path'))
 UNIT_DIR = '/etc/systemd/system'
 SHIM_TEMPLATE = {'src': 'llmops_launch.py.j2', 'mode': '0755'}
 UNIT_TEMPLATE = {'src': 'sglang.service.j2', 'mode': '0644'}
@@ -41,7 +41,7 @@ DEFAULTS = {'engine': 'sglang', 'served_model_name': '', 'tp_size': 8, 'host': '
             'group_hosts': [], 'dist_init_port': 20000, 'gpus': [], 'env': {}, 'python': '/usr/bin/python3',
             'launcher': '', 'name': 'main', 'config_dir': '/etc/llmops', 'run_dir': '/run/llmops',
             'user_home': '/var/lib/sglang', 'state_dir': '/var/lib/llmops/last-good', 'user_groups': [], 'api_key': '',
-            'smoke': True, 'disaggregation_bootstrap_port': 8998, 'disaggregation_kv_checksum': False}
+            'admin_api_key': '', 'smoke': True, 'disaggregation_bootstrap_port': 8998, 'disaggregation_kv_checksum': False}
 
 
 def role_options(args):
@@ -57,14 +57,14 @@ def role_options(args):
 
 
 def names(name, config_dir, run_dir, host, port):
-    """``{unit, unit_file, env_file, script, shim, api_key_file, pidfile, url}`` of the server ``name``: its
-    systemd unit and its file, its environment file, launch script (the process launcher), launcher shim and API
-    key file in ``config_dir``, its pidfile in ``run_dir``, and the URL its host reaches it at."""
+    """``{unit, unit_file, env_file, script, shim, api_key_file, admin_api_key_file, pidfile, url}`` of the server
+    ``name``: its systemd unit and its file, its environment file, launch script (the process launcher), launcher
+    shim, API key file and admin key file in ``config_dir``, its pidfile in ``run_dir``, and the URL its host reaches it at."""
     unit = 'llmops-sglang-%s.service' % name
     base = '%s/sglang-%s' % (config_dir, name)
     return {'unit': unit, 'unit_file': '%s/%s' % (UNIT_DIR, unit), 'env_file': base + '.env', 'script': base + '.sh',
             'shim': '%s/llmops_launch.py' % config_dir, 'api_key_file': base + '.key',
-            'pidfile': '%s/sglang-%s.pid' % (run_dir, name), 'url': _endpoints.local_url(host, port)}
+            'admin_api_key_file': base + '.admin.key', 'pidfile': '%s/sglang-%s.pid' % (run_dir, name), 'url': _endpoints.local_url(host, port)}
 
 
 def server_user(user, user_home):
@@ -100,12 +100,15 @@ def role_plan(options, plan):
     return added
 
 
-def environment(env, gpus, user, plan, api_key_file_env, user_env):
+def environment(env, gpus, user, plan, api_key_file_env, user_env, admin_api_key_file_env=None):
     """The server's environment: ``env`` (sglang_server_env), the API key file's path under ``api_key_file_env``
-    (always: no file, no key), CUDA_VISIBLE_DEVICES from ``gpus`` (sglang_server_gpus) where it names any, and
+    (always: no file, no key), the admin key file's path under ``admin_api_key_file_env`` where given (only with
+    an admin key: without one the file is byte for byte the one of 1.0.0), CUDA_VISIBLE_DEVICES from ``gpus`` (sglang_server_gpus) where it names any, and
     ``user`` under ``user_env`` where the launcher switches to it."""
     result = dict(env or {})
     result[api_key_file_env] = plan['api_key_file']
+    if admin_api_key_file_env:
+        result[admin_api_key_file_env] = plan['admin_api_key_file']
     if gpus:
         result['CUDA_VISIBLE_DEVICES'] = ','.join(str(gpu) for gpu in gpus)
     if plan['switch_user']:

@@ -104,13 +104,19 @@ HIDDEN_OPTIONS = {
 SECRET_FLAGS = {
     '--api-key': ('--ap', 'set sglang_server_api_key instead: it reaches the server through the '
                           'launcher, never a command line'),
-    '--admin-api-key': ('--ad', 'the role does not pass an admin key'),
+    '--admin-api-key': ('--ad', 'set sglang_server_admin_api_key instead: it reaches the server through the '
+                                'launcher, never a command line'),
     '--ssl-keyfile-password': ('--ssl-keyfile-', 'use a key file without a password'),
 }
 
 # An argv item that stands for a flag whose spelling depends on the server version; an
 # argv holding one is a preview and never becomes a command (launch_command refuses it).
 VERSION_DEPENDENT = '<version-dependent: '
+
+
+# The flag that sets the key of the servers' admin endpoints (every checked release has it,
+# tests/releases/fixtures); the launcher shim adds it from a 0600 file.
+ADMIN_KEY_FLAG = '--admin-api-key'
 
 
 class LaunchArgsError(ValueError):
@@ -122,6 +128,19 @@ def _version(version):
         return parse_version(version)
     except ValueError as exc:
         raise LaunchArgsError(str(exc))
+
+
+def admin_key_problem(engine, version, options=None):
+    """Why this server cannot take an admin key (``sglang_server_admin_api_key``), or None:
+    vLLM has none; an SGLang release whose parser (``options``, the installed server's --help
+    options where known) lacks ``--admin-api-key`` refuses it."""
+    if engine != 'sglang':
+        return ('sglang_server_admin_api_key is set, but %s has no admin key (--admin-api-key is SGLang\'s); '
+                'unset it for this host' % engine)
+    if options is not None and ADMIN_KEY_FLAG not in options:
+        return ('sglang_server_admin_api_key is set, but SGLang %s has no %s; upgrade SGLang or unset '
+                'sglang_server_admin_api_key for this host' % (version or '(unknown version)', ADMIN_KEY_FLAG))
+    return None
 
 
 def algorithm_choices(version):

@@ -21,6 +21,7 @@ DEFAULTS = {
     'sglang_server_model_path': '',
     'sglang_server_served_model_name': '',
     'sglang_server_api_key': '',
+    'sglang_server_admin_api_key': '',
     'sglang_server_port': 30000,
     'sglang_server_config_dir': '/etc/llmops',
     'sglang_server_name': 'main',
@@ -138,7 +139,8 @@ def benchmark_args(opts, check=False):
                     min_duration=opts['spec_sweep_min_duration'], max_failed_ratio=opts['spec_sweep_max_failed_ratio'])
         if opts['spec_sweep_dataset']:
             args['dataset'] = opts['spec_sweep_dataset']
-    for name, key in (('model', 'sglang_server_served_model_name'), ('api_key', 'sglang_server_api_key')):
+    for name, key in (('model', 'sglang_server_served_model_name'), ('api_key', 'sglang_server_api_key'),
+                      ('admin_api_key', 'sglang_server_admin_api_key')):
         if opts[key]:
             args[name] = opts[key]
     return args

@@ -18,6 +18,10 @@ description:
     C(sglang_router_max_unavailable) allows;
   - the API key of a router (C(sglang_router_api_key) of a host of O(router_group)) is not the one its servers
     require (C(sglang_server_api_key)), or a router would run without a key in front of servers that require one;
+  - a server or router listens beyond loopback (C(sglang_server_host), C(sglang_router_host) - an address other than
+    C(127.0.0.1), C(::1) or C(localhost)) without its API key (C(sglang_server_api_key), C(sglang_router_api_key)),
+    unless C(llmops_allow_open) is true for that host; or a server host's C(sglang_router_control_plane_api_key) is
+    not its router's (the drain and the register would be refused);
   - C(sglang_server_tp_size) does not divide the model's attention heads, or TP and the key/value heads do not
     divide one another (from the model's C(config.json), as the plan read it), which SGLang would refuse only after
     the old server stopped;

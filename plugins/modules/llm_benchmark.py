@@ -137,8 +137,16 @@ options:
       - POST C(/flush_cache) before each run (SGLang only). It empties the prefix cache
         and resets the server's acceptance-length counter, which otherwise includes
         warm-up traffic.
+      - It is an admin endpoint of SGLang - with O(admin_api_key) set, that key is sent for it
+        instead of O(api_key).
     type: bool
     default: false
+  admin_api_key:
+    description:
+      - The server's admin key (SGLang C(--admin-api-key)), sent only to C(/flush_cache) - a server with an
+        admin key refuses that endpoint to the inference key. Unset or empty, C(/flush_cache) gets O(api_key).
+    type: str
+    version_added: 1.1.0
   seed:
     description: Seed for synthetic prompts and dataset order.
     type: int
@@ -432,6 +440,7 @@ ARGUMENT_SPEC = dict(
                                        e2e_ms=dict(type='float'))),
     warmup_requests=dict(type='int', default=2),
     flush_cache=dict(type='bool', default=False),
+    admin_api_key=dict(type='str', no_log=True),
     seed=dict(type='int', default=0),
     temperature=dict(type='float', default=0.0),
     timeout=dict(type='float', default=600.0),
@@ -501,7 +510,7 @@ def _run(module, params, slo):
             prompts = _benchmark.synthetic_prompts(params['num_prompts'], params['input_len'],
                                                    params['output_len'], params['seed'])
         client = _benchmark.Client(params['url'], api_key=params['api_key'], timeout=params['timeout'],
-                                   http_library=params['http_library'])
+                                   http_library=params['http_library'], admin_api_key=params['admin_api_key'])
         result = _benchmark.benchmark(
             client, params['api'], prompts, params['concurrency'], model=params['model'],
             warmup_requests=params['warmup_requests'], flush_cache=params['flush_cache'],

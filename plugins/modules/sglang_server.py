@@ -24,7 +24,8 @@ description:
     Three module runs on the host.
   - With O(state=present) renders the launch files of O(plan) and writes them, in one M(llmops.serving.launch_files)
     run - the configuration and log directories, the environment file, the API key file (O(api_key); removed
-    without a key), the shim and the unit or launch script.
+    without a key), the admin key file (O(admin_api_key); removed without one), the shim and the unit or launch
+    script.
   - With O(state=started) or O(state=restarted) also creates the server's user where the plan found it missing
     (M(ansible.builtin.user)) and starts or restarts the server, detached (M(llmops.serving.server_process)) or
     through its unit (M(ansible.builtin.systemd_service), enabled), and returns its PID (RV(pid)).
@@ -33,7 +34,7 @@ description:
     and the unit, stopped and disabled, where its file exists.
   - With O(state=status) (changes nothing) reads whether the server runs (M(llmops.serving.server_process), and the
     unit where its file exists) and what it says of itself (M(llmops.serving.llm_server_info)).
-  - The environment file and the API key file are secrets of M(llmops.serving.launch_files) - never shown in a
+  - The environment file and the key files are secrets of M(llmops.serving.launch_files) - never shown in a
     diff - and the server's environment is never part of the result.
 author:
   - llmops.serving contributors (@llmops)
@@ -204,6 +205,14 @@ options:
   api_key:
     description: The role variable C(sglang_server_api_key) (see the C(sglang_server) role's argument specification); V('') when null.
     type: str
+  admin_api_key:
+    description:
+      - The role variable C(sglang_server_admin_api_key) (see the C(sglang_server) role's argument specification); V('') when null.
+      - The key of the server's admin endpoints (SGLang C(--admin-api-key)), which the launcher shim reads from a
+        0600 file and passes to the server, never on a command line. O(state=planned) refuses it for an engine or
+        release without C(--admin-api-key), naming the host.
+    type: str
+    version_added: 1.1.0
   log_path:
     description:
       - The role variable C(sglang_server_log_path) (see the C(sglang_server) role's argument specification).
@@ -342,6 +351,10 @@ plan:
     api_key_file:
       description: The file the shim reads the API key from, in C(sglang_server_config_dir) (there only with a key).
       type: str
+    admin_api_key_file:
+      description: The file the shim reads the admin key from, in C(sglang_server_config_dir) (there only with an admin key).
+      type: str
+      version_added: 1.1.0
     pidfile:
       description: The pidfile of the process launcher, in C(sglang_server_run_dir).
       type: str
@@ -552,6 +565,7 @@ ARGUMENT_SPEC = dict(
     state_dir=dict(type='path'),
     user_groups=dict(type='list', elements='str'),
     api_key=dict(type='str', no_log=True),
+    admin_api_key=dict(type='str', no_log=True),
     log_path=dict(type='path'),
     nccl_port=dict(type='int'),
     disaggregation_mode=dict(type='str'),

@@ -139,6 +139,12 @@ options:
   api_key:
     description: With O(step=benchmark) or O(step=check), the server's API key (C(sglang_server_api_key)), sent with the requests.
     type: str
+  admin_api_key:
+    description:
+      - With O(step=benchmark) or O(step=check), the server's admin key (C(sglang_server_admin_api_key)), sent only to
+        C(/flush_cache), an admin endpoint.
+    type: str
+    version_added: 1.1.0
   settings:
     description: With every step but V(settings), the result of the step V(settings).
     type: dict
@@ -293,6 +299,7 @@ ARGUMENT_SPEC = dict(
     router_group=dict(type='str'),
     worker_group=dict(type='str'),
     api_key=dict(type='str', no_log=True),
+    admin_api_key=dict(type='str', no_log=True),
     settings=dict(type='dict'),
     candidate=dict(type='dict'),
     progress=dict(type='dict'),

@@ -52,8 +52,9 @@ def releases(tmp_path_factory):
 
 def server_vars(version, **overrides):
     """deploy.yml's vars without sglang_server_python: the server runs the python of ``version``'s virtualenv."""
+    # Servers and router beyond loopback without a key: open by choice (llmops_allow_open), else the preflight refuses.
     base = deploy_vars(sglang_server_name='ru', sglang_server_port=PORT, llmops_serial=1, sglang_server_api_key='',
-                       sglang_install_version=version, sglang_server_host='0.0.0.0', **ROUTER)
+                       sglang_install_version=version, sglang_server_host='0.0.0.0', llmops_allow_open=True, **ROUTER)
     del base['sglang_server_python']
     base.update(overrides)
     return base

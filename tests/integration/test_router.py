@@ -56,11 +56,14 @@ _STATE = {}
 # The router's worker management answers this key only (sglang_router_control_plane_api_key); the inference key
 # (API_KEY) serves completions only.
 CONTROL_PLANE_KEY = 'cp-llmops-itest-3c4d5e6f'
+# The servers' admin endpoints (/flush_cache, /pause_generation, weight updates, ...) answer this key only
+# (sglang_server_admin_api_key); the canary benchmark flushes with it.
+ADMIN_KEY = 'adm-llmops-itest-7a8b9c0d'
 
 
 def router_vars(**overrides):
     base = deploy_vars(sglang_server_host='0.0.0.0', sglang_router_policy='round_robin',
-                       sglang_router_control_plane_api_key=CONTROL_PLANE_KEY,
+                       sglang_router_control_plane_api_key=CONTROL_PLANE_KEY, sglang_server_admin_api_key=ADMIN_KEY,
                        sglang_router_port=PORT, sglang_router_wheelhouse=os.path.join(ROOT, '.cache', 'router-wheels'),
                        sglang_router_health_check_interval_secs=INTERVAL,
                        sglang_router_health_failure_threshold=THRESHOLD)
@@ -205,6 +208,24 @@ def test_api_key_required_and_never_shown(bed, run_playbook):
                                   '/proc/[0-9]*/cmdline 2>/dev/null; true' % (key_file, ROUTER_LOG, pid, pid)).stdout.split()
         assert leaks == [], key_file
     assert fleet.ssh(ROUTER, 'tr "\\0" " " </proc/%d/cmdline' % pid).stdout.startswith('sglang::router')
+    # On the servers, with the inference key a client serves but cannot call an admin endpoint; the admin key can
+    # (and cannot serve). Neither key is anywhere but in its 0600 file.
+    for host in SERVERS:
+        server = url_of(fleet, host)
+        assert request(server + '/v1/completions', body=body)[0] == 200
+        assert request(server + '/flush_cache', body={}, method='POST') == (401, '{"error":"Unauthorized"}')
+        assert request(server + '/flush_cache', body={}, method='POST', key=None)[0] == 401
+        assert request(server + '/pause_generation', body={}, method='POST')[0] == 401
+        assert request(server + '/flush_cache', body={}, method='POST', key=ADMIN_KEY)[0] == 200
+        assert request(server + '/v1/completions', body=body, key=ADMIN_KEY)[0] == 401
+        server_pid = pid_of(fleet, host, SERVER_PIDFILE)
+        for key_file in ('/etc/llmops/sglang-main.key', '/etc/llmops/sglang-main.admin.key'):
+            assert fleet.ssh(host, 'stat -c %%a %s' % key_file).stdout.strip() == '600'
+            leaks = fleet.ssh(host, 'grep -l -F -f %s /var/log/llmops/sglang-main.log /etc/llmops/*.sh /etc/llmops/*.env '
+                                    '/etc/llmops/*.py /proc/%d/environ /proc/[0-9]*/cmdline 2>/dev/null; true'
+                              % (key_file, server_pid)).stdout.split()
+            assert leaks == [], (host, key_file)
+    assert ADMIN_KEY not in result.stdout and ADMIN_KEY not in status.stdout
 
 
 def test_drain_under_load_loses_nothing_and_register_puts_it_back(bed, run_playbook):
@@ -311,6 +332,8 @@ SLIPS = [
     ('the key only in the model group\'s vars', 'deploy',
      {'llmops_serial': 1, 'sglang_server_api_key': "{{ %r if inventory_hostname in groups.sglang_servers else '' }}" % API_KEY},
      None, 'router ns3 has no API key (sglang_router_api_key is empty there), but server ns1 requires one'),
+    ('servers beyond loopback without a key', 'deploy', {'llmops_serial': 1, 'sglang_server_api_key': ''}, None,
+     'server ns1 listens on 0.0.0.0 (sglang_server_host) without an API key (sglang_server_api_key is empty there)'),
     ('a typo, with llmops_strict', 'deploy',
      {'llmops_serial': 1, 'llmops_strict': True, 'sglang_server_draft_model_path': '/srv/llmops/checkpoints/drafter'},
      None, 'sglang_server_draft_model_path (on ns1, ns2, ns3) is not a variable of llmops.serving: did you mean'),

@@ -298,6 +298,37 @@ def test_api_key_like_sglang(start_sim):
     assert sim.get('/metrics')[0] == 200
 
 
+def bearer(key):
+    return {'headers': {'Authorization': 'Bearer ' + key}}
+
+
+def test_admin_key_levels_like_sglang(start_sim):
+    """SGLang 0.5.15.post1's decide_request_auth: an admin-optional route takes the admin key where one is set
+    (the inference key no longer), else the inference key; normal routes take the inference key only; /health*
+    and /metrics take none."""
+    sim = start_sim('--api-key', 'infer', '--admin-api-key', 'admin', '--enable-metrics')
+    assert sim.post('/flush_cache', {}, **bearer('infer')) == (401, b'{"error":"Unauthorized"}')
+    assert sim.post('/flush_cache', {})[0] == 401
+    assert sim.post('/flush_cache', {}, **bearer('admin'))[0] == 200
+    assert sim.post('/pause_generation', {}, **bearer('infer'))[0] == 401
+    assert sim.post('/continue_generation', {}, **bearer('admin'))[0] == 200
+    assert sim.get('/v1/models', **bearer('infer'))[0] == 200
+    assert sim.get('/v1/models', **bearer('admin'))[0] == 401
+    assert sim.get('/health')[0] == 200 and sim.get('/metrics')[0] == 200
+    assert sim.get('/v1/models', headers={'x-api-key': 'infer'})[0] == 200
+    sim.stop()
+    # Only the inference key: the admin-optional routes take it.
+    sim = start_sim('--api-key', 'infer')
+    assert sim.post('/flush_cache', {}, **bearer('infer'))[0] == 200
+    assert sim.post('/flush_cache', {})[0] == 401
+    sim.stop()
+    # Only an admin key: normal routes are open, admin-optional ones need it.
+    sim = start_sim('--admin-api-key', 'admin')
+    assert sim.get('/v1/models')[0] == 200
+    assert sim.post('/flush_cache', {})[0] == 401
+    assert sim.post('/flush_cache', {}, **bearer('admin'))[0] == 200
+
+
 def test_speculative_rules(start_sim, tmp_path):
     drafter = make_drafter(str(tmp_path / 'd'))
     sim = start_sim('--speculative-algorithm', 'EAGLE3', '--speculative-draft-model-path', drafter,

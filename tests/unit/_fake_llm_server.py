@@ -210,6 +210,7 @@ class FakeServer:
         self.pause = pause  # with a pause: body ended by closing (no chunking), pause after the first event
         self.requests = []
         self.flushes = 0
+        self.flush_auth = []  # the Authorization header of each /flush_cache
         self.generated = 0
         self.lock = threading.Lock()
         owner = self
@@ -247,6 +248,7 @@ class FakeServer:
                     count = sum(1 for r in owner.requests if r[1] in ('/generate', '/v1/completions'))
                 if self.path == '/flush_cache':
                     owner.flushes += 1
+                    owner.flush_auth.append(self.headers.get('Authorization'))
                     self._send(owner.flush_status, b'')
                     return
                 if owner.fail_every and count % owner.fail_every == 0:

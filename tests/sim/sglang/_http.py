@@ -14,12 +14,20 @@ from sglang import _args, _pd
 from sglang._engine import token_text
 
 UNAUTHORIZED = {'error': 'Unauthorized'}
+FORBIDDEN = {'error': 'Forbidden'}
+# The auth level of each route served here that is not NORMAL, as SGLang 0.5.15.post1 marks them
+# (``@auth_level`` in entrypoints/http_server.py; FACTS.md): ADMIN_OPTIONAL takes --admin-api-key
+# when it is set, else --api-key, else anyone. ADMIN_FORCE (403 without an admin key) marks none of
+# the routes served here. The release fixtures record each release's key-free prefixes but not the
+# levels of its routes: every release is played with 0.5.15.post1's levels.
+ADMIN_OPTIONAL = frozenset(('/flush_cache', '/pause_generation', '/continue_generation', '/weights_checker'))
+ADMIN_FORCE = frozenset()
 HEALTH_CHECK_TIMEOUT = 20.0
 HEALTH_CHECK_INTERVAL = 1.0
 SLOW_HEALTH_SECONDS = 1.5
 FLUSHED = ('Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, '
            'the operation will not be performed.)\n')
-REASONS = {200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 405: 'Method Not Allowed',
+REASONS = {200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed',
            500: 'Internal Server Error', 503: 'Service Unavailable'}
 DEPRECATED = {'/get_server_info': '/server_info', '/get_model_info': '/model_info'}
 
@@ -82,11 +90,24 @@ class Handler(BaseHTTPRequestHandler):
     def _body(self):
         return json.loads(self._raw.decode('utf-8') or '{}')
 
-    def _authorized(self, path):
-        key = self.sim.args['api_key']
-        if not key or any(path.startswith(prefix) for prefix in self.sim.http['auth_free_prefixes']):
-            return True
-        return self.headers.get('Authorization') == 'Bearer ' + key
+    def _holds(self, key):
+        # SGLang's check: ``Authorization: Bearer K`` (scheme in any case) or ``x-api-key: K``.
+        scheme, dummy, token = (self.headers.get('Authorization') or '').partition(' ')
+        return (scheme.lower() == 'bearer' and token == key) or self.headers.get('x-api-key') == key
+
+    def _auth_status(self, path):
+        """None where the request may pass, else the refusal's status (401, or 403 for an ADMIN_FORCE route of
+        a server without an admin key), as SGLang 0.5.15.post1's decide_request_auth."""
+        if self.command == 'OPTIONS' or any(path.startswith(prefix) for prefix in self.sim.http['auth_free_prefixes']):
+            return None
+        key, admin_key = self.sim.args['api_key'], self.sim.args.get('admin_api_key')
+        if path in ADMIN_FORCE:
+            return 403 if not admin_key else None if self._holds(admin_key) else 401
+        if path in ADMIN_OPTIONAL and admin_key:
+            return None if self._holds(admin_key) else 401
+        if key:
+            return None if self._holds(key) else 401
+        return None
 
     def do_GET(self):  # pylint: disable=invalid-name
         self._route('GET')
@@ -105,8 +126,9 @@ class Handler(BaseHTTPRequestHandler):
             if path in self.sim.http['rank_routes'] or path == '/metrics':
                 return self._send(200, content_type=None)
             return self._send(404, {'detail': 'Not Found'})
-        if not self._authorized(path):
-            return self._send(401, UNAUTHORIZED)
+        refused = self._auth_status(path)
+        if refused:
+            return self._send(refused, UNAUTHORIZED if refused == 401 else FORBIDDEN)
         routes = {
             '/health': ('GET', self.health), '/health_generate': ('GET', self.health),
             '/get_server_info': ('GET', self.server_info), '/server_info': ('GET', self.server_info),

@@ -14,6 +14,10 @@ import pytest
 ROLE = pathlib.Path(__file__).resolve().parents[3] / 'roles' / 'sglang_server'
 KEY = 'sk-shim\'test"key\\x'
 KEY_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
+ADMIN_KEY_ENV = 'LLMOPS_SERVER_ADMIN_API_KEY_FILE'
+ADMIN_KEY = 'sk-admin\'shim"key'
+# The commit of release 1.0.0 (no tag in the repository).
+RELEASE_1_0_0 = '68bce7c'
 USER_ENV = 'LLMOPS_SERVER_USER'
 
 # A stand-in server module: prints its argv's key the ways real servers do (SGLang's
@@ -34,11 +38,16 @@ sys.stdout.write("no line end " + key)
 '''
 
 
+def render(text, admin_env=''):
+    # As Ansible's template lookup renders it (trim_blocks).
+    return jinja2.Environment(trim_blocks=True).from_string(text).render(
+        ansible_managed='test', __sglang_server_api_key_file_env=KEY_ENV, __sglang_server_user_env=USER_ENV,
+        __sglang_server_admin_api_key_file_env=admin_env)
+
+
 @pytest.fixture
 def shim(tmp_path):
-    text = (ROLE / 'templates' / 'llmops_launch.py.j2').read_text()
-    rendered = jinja2.Template(text).render(ansible_managed='test', __sglang_server_api_key_file_env=KEY_ENV,
-                                            __sglang_server_user_env=USER_ENV)
+    rendered = render((ROLE / 'templates' / 'llmops_launch.py.j2').read_text())
     path = tmp_path / 'llmops_launch.py'
     path.write_text(rendered)
     (tmp_path / 'fake_server.py').write_text(SERVER)
@@ -145,3 +154,44 @@ def test_started_as_root_the_shim_becomes_the_servers_user_before_it_reads_the_k
             nobody.pw_uid, nobody.pw_gid, nobody.pw_dir) in out.replace('groups=[%d]' % nobody.pw_gid, 'groups=[]')
     else:
         assert 'uid=%d ' % os.getuid() in out and 'user_env=False key=yes' in out
+
+
+# Prints the keys its argv holds the ways SGLang prints its arguments.
+ADMIN_SERVER = r'''
+import sys
+key = sys.argv[sys.argv.index("--api-key") + 1] if "--api-key" in sys.argv else None
+admin = sys.argv[sys.argv.index("--admin-api-key") + 1] if "--admin-api-key" in sys.argv else None
+print("server_args=ServerArgs(api_key=%r, admin_api_key=%r)" % (key, admin), flush=True)
+print("raw " + str(key) + " " + str(admin), flush=True)
+'''
+
+
+@pytest.mark.parametrize('with_key', [True, False])
+def test_the_admin_key_reaches_the_argv_from_its_own_file_and_no_log(tmp_path, with_key):
+    shim = tmp_path / 'llmops_launch.py'
+    shim.write_text(render((ROLE / 'templates' / 'llmops_launch.py.j2').read_text(), ADMIN_KEY_ENV))
+    (tmp_path / 'admin_server.py').write_text(ADMIN_SERVER)
+    admin_file = tmp_path / 'server.admin.key'
+    admin_file.write_text(ADMIN_KEY + '\n')
+    key_file = tmp_path / 'server.key'
+    if with_key:
+        key_file.write_text(KEY + '\n')
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), **{KEY_ENV: str(key_file), ADMIN_KEY_ENV: str(admin_file)})
+    out = subprocess.run([sys.executable, str(shim), 'admin_server'], env=env, capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    for form in (ADMIN_KEY, repr(ADMIN_KEY)[1:-1], KEY, repr(KEY)[1:-1]):
+        assert form not in out
+    if with_key:
+        assert "server_args=ServerArgs(api_key='<redacted>', admin_api_key='<redacted>')" in out
+        assert 'raw <redacted> <redacted>' in out
+    else:
+        assert "server_args=ServerArgs(api_key=None, admin_api_key='<redacted>')" in out
+
+
+def test_without_an_admin_key_the_shim_is_the_one_of_1_0_0():
+    """Upgrading a fleet that sets no admin key restarts no server: its shim is unchanged."""
+    old = subprocess.run(['git', 'show', RELEASE_1_0_0 + ':roles/sglang_server/templates/llmops_launch.py.j2'], cwd=ROLE,
+                         capture_output=True, text=True, check=False)
+    if old.returncode != 0:
+        pytest.skip('no commit %s (release 1.0.0) in this checkout' % RELEASE_1_0_0)
+    assert render((ROLE / 'templates' / 'llmops_launch.py.j2').read_text()) == render(old.stdout)

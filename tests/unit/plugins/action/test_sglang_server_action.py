@@ -119,3 +119,47 @@ def test_a_backend_the_installed_release_lacks_is_refused_naming_host_variable_a
     assert [name for name, dummy in ran] == ['llmops.serving.sglang_launch_check']
     assert result['failed'] and result['msg'] == ('gpu-a01-prefill: sglang_server_disaggregation_transfer_backend '
                                                   'mooncake_tcp needs SGLang 0.5.13 or newer (this is 0.5.11)')
+
+
+def test_an_admin_key_on_a_release_without_the_flag_is_refused_naming_the_host_before_anything_is_read():
+    check = {'version': '0.5.10', 'cli': {'options': {'--model-path': {'takes_value': True},
+                                                      '--api-key': {'takes_value': True}}}, 'missing_paths': {}}
+    args = {'state': 'planned', 'model_path': '/m', 'tp_size': 1, 'speculative_algorithm': '', 'admin_api_key': 'sk-adm-secret'}
+    result, ran = run(args, answers={'llmops.serving.sglang_launch_check': check}, host='ns1')
+    assert result['failed'] and [name for name, dummy in ran] == ['llmops.serving.sglang_launch_check']
+    assert result['msg'] == ('ns1: sglang_server_admin_api_key is set, but SGLang 0.5.10 has no --admin-api-key; '
+                             'upgrade SGLang or unset sglang_server_admin_api_key for this host; nothing was stopped '
+                             'or changed')
+    assert 'sk-adm-secret' not in str(result)
+
+
+def test_the_admin_key_file_is_written_with_a_key_and_removed_without_one():
+    plugin = ActionModule.__new__(ActionModule)
+    plan = {'env_file': '/etc/llmops/sglang-main.env', 'api_key_file': '/etc/llmops/sglang-main.key',
+            'admin_api_key_file': '/etc/llmops/sglang-main.admin.key', 'templates': [], 'switch_user': False}
+    options = {'sglang_server_env': {}, 'sglang_server_gpus': [], 'sglang_server_user': 'root',
+               'sglang_server_api_key': 'k', 'sglang_server_admin_api_key': 'adm', 'sglang_server_config_dir': '/etc/llmops',
+               'sglang_server_log_path': '/var/log/llmops/sglang-main.log', 'sglang_server_user_groups': []}
+    rendered = []
+    plugin._loader = plugin._templar = None
+
+    class Lookup:
+        def run(self, terms, variables, template_vars):
+            rendered.append(template_vars)
+            return ['rendered']
+
+    import ansible_collections.llmops.serving.plugins.action.sglang_server as action
+    saved = action.lookup_loader.get
+    action.lookup_loader.get = lambda *a, **k: Lookup()
+    try:
+        args = plugin.launch_files_args(options, plan, {}, False)
+        assert [s['path'] for s in args['secrets']] == [plan['env_file'], plan['api_key_file'], plan['admin_api_key_file']]
+        assert args['secrets'][2]['mode'] == '0600' and args['secrets'][2]['content'] == 'adm\n' and args['absent'] == []
+        assert rendered[-1]['__sglang_server_admin_api_key_file_env'] == 'LLMOPS_SERVER_ADMIN_API_KEY_FILE'
+        args = plugin.launch_files_args(dict(options, sglang_server_admin_api_key=''), plan, {}, False)
+        assert [s['path'] for s in args['secrets']] == [plan['env_file'], plan['api_key_file']]
+        assert args['absent'] == [plan['admin_api_key_file']]
+        assert rendered[-1]['__sglang_server_admin_api_key_file_env'] == ''
+        assert 'LLMOPS_SERVER_ADMIN_API_KEY_FILE' not in rendered[-1]['__sglang_server_environment']
+    finally:
+        action.lookup_loader.get = saved

@@ -276,6 +276,16 @@ def test_failed_requests_are_counted_with_their_error(library):
     assert run['server_counters'] == {}
 
 
+@pytest.mark.parametrize('library', ['requests', 'http.client'])
+def test_the_admin_key_goes_to_flush_cache_only(library):
+    with FakeServer() as server:
+        client = bm.Client(server.url, api_key='s3cret', http_library=library, admin_api_key='adm1n')
+        bm.benchmark(client, 'generate', bm.synthetic_prompts(2, 4, 4, seed=0), [1], warmup_requests=1, flush_cache=True)
+        bm.Client(server.url, api_key='s3cret', http_library=library).flush_cache()
+    assert server.flush_auth == ['Bearer adm1n', 'Bearer s3cret']
+    assert all(r[2].get('Authorization') == 'Bearer s3cret' for r in server.requests if r[0] == 'GET')
+
+
 def test_flush_cache_missing_endpoint_is_a_clear_error():
     with FakeServer(flush_status=404) as server:
         with pytest.raises(bm.BenchmarkError, match='/flush_cache does not exist.*set flush_cache to false'):

@@ -25,7 +25,7 @@ def test_names_of_the_unit_files_pidfile_and_url():
     assert NAMES == {'unit': 'llmops-sglang-main.service', 'unit_file': '/etc/systemd/system/llmops-sglang-main.service',
                      'env_file': '/etc/llmops/sglang-main.env', 'script': '/etc/llmops/sglang-main.sh',
                      'shim': '/etc/llmops/llmops_launch.py', 'api_key_file': '/etc/llmops/sglang-main.key',
-                     'pidfile': '/run/llmops/sglang-main.pid', 'url': 'http://127.0.0.1:30000'}
+                     'admin_api_key_file': '/etc/llmops/sglang-main.admin.key', 'pidfile': '/run/llmops/sglang-main.pid', 'url': 'http://127.0.0.1:30000'}
 
 
 def test_root_needs_no_switch_and_keeps_its_home():
@@ -157,3 +157,10 @@ def test_health_settings():
     assert _server_role.health_settings(options) == {'smoke': 'generate', 'min_accept_length': 2.0}
     options['sglang_server_smoke'] = False
     assert _server_role.health_settings(options)['smoke'] == 'none'
+
+
+def test_environment_names_the_admin_key_file_only_with_an_admin_key():
+    plan = dict(PLAN, switch_user=False)
+    assert _server_role.environment({}, [], 'root', plan, 'KEY', 'USER', '') == {'KEY': NAMES['api_key_file']}
+    assert _server_role.environment({}, [], 'root', plan, 'KEY', 'USER', 'ADMIN') == {
+        'KEY': NAMES['api_key_file'], 'ADMIN': NAMES['admin_api_key_file']}

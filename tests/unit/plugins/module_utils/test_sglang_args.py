@@ -3,7 +3,9 @@ argv building, --help checking and inert rendering."""
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -409,3 +411,22 @@ def test_multinode_argv_parses_in_the_real_releases(version):
     assert (values['nnodes'], values['node_rank'], values['dist_init_addr'], values['dist_timeout']) == \
         (2, 1, '10.0.0.1:5000', 1200)
     assert values[releases.find(releases.load(version), '--tp-size')['dest']] == 16
+
+
+def test_admin_key_problem_names_the_variable_and_what_lacks_the_flag():
+    assert a.admin_key_problem('sglang', '0.5.15.post1', {'--admin-api-key': {}, '--api-key': {}}) is None
+    assert a.admin_key_problem('sglang', '0.5.15.post1', None) is None
+    problem = a.admin_key_problem('sglang', '0.5.10', {'--api-key': {}})
+    assert problem == ('sglang_server_admin_api_key is set, but SGLang 0.5.10 has no --admin-api-key; upgrade SGLang '
+                       'or unset sglang_server_admin_api_key for this host')
+    assert 'vllm has no admin key' in a.admin_key_problem('vllm', '0.11.0', {'--api-key': {}})
+
+
+@pytest.mark.parametrize('fixture', sorted(glob.glob(os.path.join(
+    os.path.dirname(__file__), '..', '..', '..', 'releases', 'fixtures', 'sglang-*.json'))))
+def test_every_recorded_release_has_the_admin_key_flag(fixture):
+    """The releases' own parsers (tests/releases/fixtures): --admin-api-key in each, so the plan refuses it
+    only on a release outside them (read from the installed server's --help)."""
+    with open(fixture) as handle:
+        flags = [flag for option in json.load(handle)['options'] for flag in option['options']]
+    assert a.ADMIN_KEY_FLAG in flags

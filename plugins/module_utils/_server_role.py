@@ -11,7 +11,7 @@ and the filters of ``plugins/filter/server.py`` call them."""
 
 from __future__ import annotations
 
-from ansible_collections.llmops.serving.plugins.module_utils import _endpoints
+from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _tls
 
 PREFIX = 'sglang_server_'
 # The role options the names are made of (names()'s arguments, in order).
@@ -41,7 +41,7 @@ DEFAULTS = {'engine': 'sglang', 'served_model_name': '', 'tp_size': 8, 'host': '
             'group_hosts': [], 'dist_init_port': 20000, 'gpus': [], 'env': {}, 'python': '/usr/bin/python3',
             'launcher': '', 'name': 'main', 'config_dir': '/etc/llmops', 'run_dir': '/run/llmops',
             'user_home': '/var/lib/sglang', 'state_dir': '/var/lib/llmops/last-good', 'user_groups': [], 'api_key': '',
-            'smoke': True}
+            'smoke': True, 'tls_refresh': False}
 
 
 def role_options(args):
@@ -87,6 +87,7 @@ def role_plan(options, plan):
     (a dict keyed by the variable names): names(), server_user(), the launch ``templates`` and the ``last_good``
     record the server's launch files, command and drafter make (the drafter's fingerprint besides)."""
     added = names(*[options[name] for name in NAME_OPTIONS])
+    added.update(tls_endpoint(added['url'], plan['command'], options[PREFIX + 'config_dir'], options[PREFIX + 'name']))
     added.update(server_user(options[PREFIX + 'user'], options[PREFIX + 'user_home']))
     added['templates'] = launch_templates(plan['launcher'], added)
     drafter = options[PREFIX + 'speculative_draft_model_path'] or ''
@@ -98,6 +99,19 @@ def role_plan(options, plan):
                      'engine': options[PREFIX + 'engine'], 'version': plan['version'],
                      'depth': plan['speculative']['depth'], 'drafter': drafter}}
     return added
+
+
+def tls_endpoint(url, command, config_dir, name):
+    """``{url, ca_path}``: the server's URL with the scheme its launch ``command`` serves (https where it has
+    ``--ssl-certfile``), and the CA file its host checks the certificate with (where the command names one,
+    else None: the system's CAs)."""
+    command = list(command or [])
+    if '--ssl-certfile' not in command:
+        return {'url': url, 'ca_path': None}
+    ca_path = None
+    if '--ssl-ca-certs' in command and command.index('--ssl-ca-certs') + 1 < len(command):
+        ca_path = command[command.index('--ssl-ca-certs') + 1]
+    return {'url': 'https' + url[len('http'):] if url.startswith('http:') else url, 'ca_path': ca_path}
 
 
 def environment(env, gpus, user, plan, api_key_file_env, user_env):
@@ -152,6 +166,7 @@ def restored_plan(layout, file_names, restored):
     metadata = restored.get('metadata') or {}
     plan = {'group': layout['group'], 'nnodes': layout['nnodes'], 'node_rank': layout['node_rank']}
     plan.update(file_names)
+    plan.update(tls_endpoint(file_names['url'], metadata.get('command'), None, None))
     plan.update(action='restart', restored=True, launcher=metadata.get('launcher'), command=metadata.get('command'),
                 version=metadata.get('version'), speculative={'depth': metadata.get('depth')})
     return plan

@@ -271,6 +271,11 @@ ready_url:
   description: The URL of its C(/readiness), which answers 200 once a healthy worker is behind it.
   returned: success
   type: str
+ca_path:
+  description: The CA file the router verifies its workers with (from O(ca_cert)), for clients on its host; null without one.
+  returned: success
+  type: str
+  version_added: 1.1.0
 result:
   description: The role's C(sglang_router_result) but its readiness, C({state, launcher, url, workers}).
   returned: success
@@ -412,7 +417,8 @@ def main():
     state = _router.process_state(options['state'], options['restart'],
                                   [bool(runs_changed)] + [bool((done or {}).get('changed')) for done in options['restart_on']])
     url = _endpoints.local_url(options['host'], options['port'], tls=bool((options['tls_content'] or {}).get('tls_cert')))
-    result = dict(changed=bool(changed_paths), state=state, launcher=launcher, files=changed_paths,
+    own_ca = tls_files['ca_cert'] if (options['tls_content'] or {}).get('ca_cert') else None
+    result = dict(changed=bool(changed_paths), state=state, ca_path=own_ca, launcher=launcher, files=changed_paths,
                   daemon_reload=launcher == 'systemd' and launch_changed, argv=planned['argv'], url=url,
                   ready_url=url + '/readiness', result=dict(state=state, launcher=launcher, url=url,
                                                             workers=list(workers.values())), **paths)

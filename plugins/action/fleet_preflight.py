@@ -17,7 +17,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.llmops.serving.plugins.module_utils import _fleet
+from ansible_collections.llmops.serving.plugins.module_utils import _fleet, _tls
 from ansible_collections.llmops.serving.plugins.modules.fleet_preflight import ARGUMENT_SPEC, DEFAULTS
 
 display = Display()
@@ -88,6 +88,20 @@ class ActionModule(ActionBase):
         problems += _fleet.group_problems(
             dict((h, _get(hostvars, h, 'sglang_server_group_hosts', [])) for h in servers),
             servers, batch_list)
+
+        # TLS: the certificates and keys every host's settings name exist on the controller (before anything stops).
+        def readable(path):
+            return os.access(self._loader.path_dwim(path), os.R_OK)
+        for host in servers:
+            names = ('sglang_server_tls_cert', 'sglang_server_tls_key', 'llmops_tls_ca_cert', 'sglang_server_tls_refresh')
+            problems += _tls.material_problems(
+                host, dict((name, _get(hostvars, host, name, '')) for name in names), _tls.SERVER_TLS_PAIRS, readable,
+                needs_cert=(('sglang_server_tls_refresh', 'sglang_server_tls_cert'),))
+        for router in routers:
+            names = ('sglang_router_tls_cert', 'sglang_router_tls_key', 'sglang_router_client_cert',
+                     'sglang_router_client_key', 'llmops_tls_ca_cert')
+            problems += _tls.material_problems(router, dict((name, _get(hostvars, router, name, '')) for name in names),
+                                               _tls.ROUTER_TLS_PAIRS, readable)
 
         # Variable names nothing declares.
         declared = _fleet.declared_names(COLLECTION_ROOT) | set(args['known'])

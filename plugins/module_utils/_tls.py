@@ -237,3 +237,33 @@ def server_tls_problem(host, version, options=None, refresh=False):
     variable = 'sglang_server_tls_refresh' if missing == [SERVER_TLS_REFRESH_FLAG] else 'sglang_server_tls_cert'
     return ('%s: %s is set but SGLang %s has no %s; unset it or install a release that has them'
             % (host, variable, version, ', '.join(missing)))
+
+
+# ---------------------------------------------------------------- fleet preflight
+
+# The TLS variables of a server host and of a router host: (certificate, key) pairs that go together, and the
+# switches that need a certificate.
+SERVER_TLS_PAIRS = (('sglang_server_tls_cert', 'sglang_server_tls_key'),)
+ROUTER_TLS_PAIRS = (('sglang_router_tls_cert', 'sglang_router_tls_key'),
+                    ('sglang_router_client_cert', 'sglang_router_client_key'))
+
+
+def material_problems(host, variables, pairs, readable, needs_cert=()):
+    """What the TLS settings ``variables`` ({name: value}) of ``host`` lack, naming the host and the variable: a
+    certificate without its key or the other way round, a path the controller cannot read (``readable(path)``), a
+    switch of ``needs_cert`` ((switch, certificate variable)) set without the certificate. [] where nothing is asked
+    or everything is there."""
+    problems = []
+    for cert, key in pairs:
+        have_cert, have_key = bool(variables.get(cert)), bool(variables.get(key))
+        if have_cert != have_key:
+            missing, present = (key, cert) if have_cert else (cert, key)
+            problems.append('%s: %s is set but %s is not (TLS needs both)' % (host, present, missing))
+    for switch, cert in needs_cert:
+        if variables.get(switch) and not variables.get(cert):
+            problems.append('%s: %s is true but %s is not set (no TLS material)' % (host, switch, cert))
+    for name in sorted(variables):
+        path = variables[name]
+        if isinstance(path, str) and path and not readable(path):
+            problems.append('%s: %s is %s, which does not exist or cannot be read on the controller' % (host, name, path))
+    return problems

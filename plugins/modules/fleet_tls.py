@@ -14,7 +14,7 @@ version_added: 1.1.0
 description:
   - Keeps a private CA (C(ca.crt), C(ca.key)) and, for each host of O(hosts), a certificate and key
     (C(<host>.crt), C(<host>.key)) signed by it in the directory O(path). Run it on the controller
-    (C(delegate_to: localhost), C(run_once: true)): the CA's key never leaves it; the sglang_server and
+    (C(delegate_to=localhost), C(run_once=true)); the CA's key never leaves it; the sglang_server and
     sglang_router roles install each host's certificate and key from there (C(sglang_server_tls_cert) ...).
   - Made with the Python library C(cryptography), which every ansible-core installation has (ansible-core depends on
     it); community.crypto is not needed.

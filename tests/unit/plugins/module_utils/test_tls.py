@@ -141,3 +141,18 @@ def test_the_router_argv_has_the_tls_flags_of_its_files():
     assert '--ca-cert-paths' not in _router.router_argv(plain, {}, _router.router_paths(plain))
     found = _router.launch_endpoints('exec ' + ' '.join(argv))
     assert found['tls'] is True and found['ca_path'] == '/etc/llmops/sglang-router-main.ca.crt'
+
+
+def test_the_preflight_refuses_a_tls_setting_without_its_material_naming_the_host():
+    def readable(path):
+        return path == '/ctl/a.crt'
+    names = {'sglang_server_tls_cert': '/ctl/a.crt', 'sglang_server_tls_key': '', 'llmops_tls_ca_cert': '/ctl/ca.crt',
+             'sglang_server_tls_refresh': False}
+    assert _tls.material_problems('gpu-01', names, _tls.SERVER_TLS_PAIRS, readable) == [
+        'gpu-01: sglang_server_tls_cert is set but sglang_server_tls_key is not (TLS needs both)',
+        'gpu-01: llmops_tls_ca_cert is /ctl/ca.crt, which does not exist or cannot be read on the controller']
+    assert _tls.material_problems('gpu-02', {'sglang_server_tls_refresh': True, 'sglang_server_tls_cert': ''}, (),
+                                  readable, needs_cert=(('sglang_server_tls_refresh', 'sglang_server_tls_cert'),)) == [
+        'gpu-02: sglang_server_tls_refresh is true but sglang_server_tls_cert is not set (no TLS material)']
+    assert _tls.material_problems('gpu-03', {'sglang_server_tls_cert': '', 'sglang_server_tls_key': ''},
+                                  _tls.SERVER_TLS_PAIRS, readable) == []

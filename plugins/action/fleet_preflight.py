@@ -93,15 +93,19 @@ class ActionModule(ActionBase):
         def readable(path):
             return os.access(self._loader.path_dwim(path), os.R_OK)
         for host in servers:
-            names = ('sglang_server_tls_cert', 'sglang_server_tls_key', 'llmops_tls_ca_cert', 'sglang_server_tls_refresh')
-            problems += _tls.material_problems(
-                host, dict((name, _get(hostvars, host, name, '')) for name in names), _tls.SERVER_TLS_PAIRS, readable,
+            names = ('sglang_server_tls_cert', 'sglang_server_tls_key', 'sglang_server_tls_refresh')
+            settings = dict((name, _get(hostvars, host, name, '')) for name in names)
+            settings['sglang_server_tls_ca_cert'] = _get(hostvars, host, 'sglang_server_tls_ca_cert',
+                                                         _get(hostvars, host, 'llmops_tls_ca_cert', ''))
+            problems += _tls.material_problems(host, settings, _tls.SERVER_TLS_PAIRS, readable,
                 needs_cert=(('sglang_server_tls_refresh', 'sglang_server_tls_cert'),))
         for router in routers:
             names = ('sglang_router_tls_cert', 'sglang_router_tls_key', 'sglang_router_client_cert',
-                     'sglang_router_client_key', 'llmops_tls_ca_cert')
-            problems += _tls.material_problems(router, dict((name, _get(hostvars, router, name, '')) for name in names),
-                                               _tls.ROUTER_TLS_PAIRS, readable)
+                     'sglang_router_client_key')
+            settings = dict((name, _get(hostvars, router, name, '')) for name in names)
+            settings['sglang_router_tls_ca_cert'] = _get(hostvars, router, 'sglang_router_tls_ca_cert',
+                                                         _get(hostvars, router, 'llmops_tls_ca_cert', ''))
+            problems += _tls.material_problems(router, settings, _tls.ROUTER_TLS_PAIRS, readable)
 
         # Variable names nothing declares.
         declared = _fleet.declared_names(COLLECTION_ROOT) | set(args['known'])

@@ -17,7 +17,7 @@ from ansible_collections.llmops.serving.plugins.modules.sglang_router import ARG
 
 
 # The role variable of each TLS option, for messages.
-TLS_VARIABLES = {'tls_cert': 'sglang_router_tls_cert', 'tls_key': 'sglang_router_tls_key', 'ca_cert': 'llmops_tls_ca_cert',
+TLS_VARIABLES = {'tls_cert': 'sglang_router_tls_cert', 'tls_key': 'sglang_router_tls_key', 'ca_cert': 'sglang_router_tls_ca_cert',
                  'client_cert': 'sglang_router_client_cert', 'client_key': 'sglang_router_client_key'}
 
 

@@ -31,7 +31,7 @@ ENVIRONMENT = '__sglang_server_environment'
 API_KEY_FILE_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
 USER_ENV = 'LLMOPS_SERVER_USER'
 # The role variable of each TLS option, for messages.
-_TLS_VARIABLES = {'tls_cert': 'sglang_server_tls_cert', 'tls_key': 'sglang_server_tls_key', 'tls_ca_cert': 'llmops_tls_ca_cert'}
+_TLS_VARIABLES = {'tls_cert': 'sglang_server_tls_cert', 'tls_key': 'sglang_server_tls_key', 'tls_ca_cert': 'sglang_server_tls_ca_cert'}
 
 
 class ActionModule(ActionBase):
@@ -118,7 +118,7 @@ class ActionModule(ActionBase):
             if not _tls.key_matches(material['tls_cert'], material['tls_key']):
                 return '%s: sglang_server_tls_key is not the key of sglang_server_tls_cert' % host
             if 'tls_ca_cert' in material and not _tls.signed_by(material['tls_cert'], material['tls_ca_cert']):
-                return '%s: sglang_server_tls_cert is not signed by the CA of llmops_tls_ca_cert' % host
+                return '%s: sglang_server_tls_cert is not signed by the CA of sglang_server_tls_ca_cert' % host
         except _tls.TLSError as exc:
             return '%s: %s' % (host, exc)
         return None

@@ -218,6 +218,10 @@ def shim_text(options, paths):
            '        if key:\n'
            '            args = args + ["--control-plane-api-keys", %s + key]\n' % json.dumps(CONTROL_PLANE_KEY_ID)
            if control_plane else '')
+        + ('    # sglang-router 0.3.2 registers workers with --ca-cert-paths but its periodic health checks verify with\n'
+           '    # OpenSSL\'s default CA file only: without this, an HTTPS worker signed by the fleet CA turns unhealthy.\n'
+           '    os.environ["SSL_CERT_FILE"] = %s\n' % json.dumps(_tls.router_tls_files(options['config_dir'], options['name'])['ca_cert'])
+           if (options.get('tls_content') or {}).get('ca_cert') else '')
         + '    sys.argv = ["sglang_router.launch_router"] + args\n'
         '    runpy.run_module("sglang_router.launch_router", run_name="__main__", alter_sys=True)\n\n\n'
         'if __name__ == "__main__":\n'

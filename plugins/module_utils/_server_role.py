@@ -102,16 +102,20 @@ def role_plan(options, plan):
 
 
 def tls_endpoint(url, command, config_dir, name):
-    """``{url, ca_path}``: the server's URL with the scheme its launch ``command`` serves (https where it has
-    ``--ssl-certfile``), and the CA file its host checks the certificate with (where the command names one,
-    else None: the system's CAs)."""
+    """``{url, ca_path, tls_reloaded}``: the server's URL with the scheme its launch ``command`` serves (https where
+    it has ``--ssl-certfile``), the CA file its host checks the certificate with (where the command names one, else
+    None: the system's CAs), and the certificate and key files the server reloads without a restart (with
+    ``--enable-ssl-refresh``)."""
     command = list(command or [])
     if '--ssl-certfile' not in command:
-        return {'url': url, 'ca_path': None}
-    ca_path = None
-    if '--ssl-ca-certs' in command and command.index('--ssl-ca-certs') + 1 < len(command):
-        ca_path = command[command.index('--ssl-ca-certs') + 1]
-    return {'url': 'https' + url[len('http'):] if url.startswith('http:') else url, 'ca_path': ca_path}
+        return {'url': url, 'ca_path': None, 'tls_reloaded': []}
+
+    def value(flag):
+        index = command.index(flag) + 1 if flag in command else len(command)
+        return command[index] if index < len(command) else None
+    reloaded = [value('--ssl-certfile'), value('--ssl-keyfile')] if '--enable-ssl-refresh' in command else []
+    return {'url': 'https' + url[len('http'):] if url.startswith('http:') else url, 'ca_path': value('--ssl-ca-certs'),
+            'tls_reloaded': [path for path in reloaded if path]}
 
 
 def environment(env, gpus, user, plan, api_key_file_env, user_env):
@@ -145,7 +149,10 @@ def decision(plan, process_status, unit_status, files, restart):
     result = dict(plan, running=running, pid=pid, enabled=enabled, files_changed=bool(changed), changed_files=changed,
                   users_to_fix=list(files.get('users_to_fix') or []), last_good_current=bool(last_good.get('current', False)),
                   previous_version=last_good.get('version'))
-    result['action'] = 'start' if not running else ('restart' if changed or restart else 'none')
+    # A certificate and key that the server reloads itself (--enable-ssl-refresh) are written without a restart.
+    reloaded = set(plan.get('tls_reloaded') or [])
+    restart_for = [path for path in changed if path not in reloaded]
+    result['action'] = 'start' if not running else ('restart' if restart_for or restart else 'none')
     return result
 
 

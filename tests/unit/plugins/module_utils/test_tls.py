@@ -118,9 +118,23 @@ def test_the_plan_puts_the_tls_files_in_the_spec_and_the_url_is_https():
     assert spec['ssl_ca_certs'] == '/etc/llmops/sglang-main.ca.crt'
     command = ['python', '-m', 'sglang.launch_server'] + _sglang_args.build_argv(spec)
     assert _server_role.tls_endpoint('http://127.0.0.1:30000', command, None, None) == {
-        'url': 'https://127.0.0.1:30000', 'ca_path': '/etc/llmops/sglang-main.ca.crt'}
+        'url': 'https://127.0.0.1:30000', 'ca_path': '/etc/llmops/sglang-main.ca.crt', 'tls_reloaded': []}
     assert _server_role.tls_endpoint('http://127.0.0.1:30000', ['python'], None, None) == {
-        'url': 'http://127.0.0.1:30000', 'ca_path': None}
+        'url': 'http://127.0.0.1:30000', 'ca_path': None, 'tls_reloaded': []}
+    refresh = _server_role.tls_endpoint('http://127.0.0.1:30000', command + ['--enable-ssl-refresh'], None, None)
+    assert refresh['tls_reloaded'] == ['/etc/llmops/sglang-main.tls.crt', '/etc/llmops/sglang-main.tls.key']
+
+
+@pytest.mark.parametrize('changed, refresh, action', [
+    (['/etc/llmops/sglang-main.tls.crt', '/etc/llmops/sglang-main.tls.key'], True, 'none'),
+    (['/etc/llmops/sglang-main.tls.crt', '/etc/llmops/sglang-main.tls.key'], False, 'restart'),
+    (['/etc/llmops/sglang-main.tls.crt', '/etc/llmops/sglang-main.sh'], True, 'restart'),
+])
+def test_a_renewed_certificate_restarts_the_server_only_without_refresh(changed, refresh, action):
+    plan = {'launcher': 'process', 'tls_reloaded': ['/etc/llmops/sglang-main.tls.crt',
+                                                    '/etc/llmops/sglang-main.tls.key'] if refresh else []}
+    decided = _server_role.decision(plan, {'running': True, 'pid': 7}, {}, {'changed_files': changed}, False)
+    assert decided['action'] == action and decided['files_changed']
 
 
 def test_worker_urls_are_https_for_tls_servers():
@@ -156,3 +170,14 @@ def test_the_preflight_refuses_a_tls_setting_without_its_material_naming_the_hos
         'gpu-02: sglang_server_tls_refresh is true but sglang_server_tls_cert is not set (no TLS material)']
     assert _tls.material_problems('gpu-03', {'sglang_server_tls_cert': '', 'sglang_server_tls_key': ''},
                                   _tls.SERVER_TLS_PAIRS, readable) == []
+
+
+def test_the_router_shim_points_openssl_at_the_fleet_ca_only_with_one():
+    """sglang-router 0.3.2's periodic health checks ignore --ca-cert-paths (seen: an HTTPS worker of the fleet CA
+    turned unhealthy after two checks); the shim sets SSL_CERT_FILE to the CA. Without a CA the shim is unchanged."""
+    options = _router.with_defaults({'workers': {}, 'tls_content': {'ca_cert': 'A'}})
+    text = _router.shim_text(options, _router.router_paths(options))
+    assert 'os.environ["SSL_CERT_FILE"] = "/etc/llmops/sglang-router-main.ca.crt"' in text
+    compile(text, 'shim', 'exec')
+    plain = _router.with_defaults({'workers': {}})
+    assert 'SSL_CERT_FILE' not in _router.shim_text(plain, _router.router_paths(plain))

@@ -280,9 +280,17 @@ class ActionModule(ActionBase):
         unit_file = self.module('ansible.builtin.stat', {'path': names['unit_file']}, task_vars)
         if (unit_file.get('stat') or {}).get('exists'):
             unit_status = self.module('ansible.builtin.systemd_service', {'name': names['unit']}, task_vars)
-        # An empty API key sends none.
-        info = self.module('llmops.serving.llm_server_info', {
-            'url': names['url'], 'api_key': options['sglang_server_api_key'], 'request_timeout': 10}, task_vars)
+        # An empty API key sends none. A server with a certificate (tls_cert) answers https, verified with the CA the
+        # role installed next to it (tls_ca_cert), else with the system's CAs.
+        url, ca_path = names['url'], None
+        if options.get('sglang_server_tls_cert'):
+            url = 'https' + url[len('http'):]
+            if options.get('sglang_server_tls_ca_cert'):
+                ca_path = _tls.server_tls_files(options['sglang_server_config_dir'], options['sglang_server_name'])['ssl_ca_certs']
+        info_args = {'url': url, 'api_key': options['sglang_server_api_key'], 'request_timeout': 10}
+        if ca_path:
+            info_args['ca_path'] = ca_path
+        info = self.module('llmops.serving.llm_server_info', info_args, task_vars)
         for read in (process_status, unit_status, info):
             if read.get('failed'):
                 result.update(failed=True, msg=read.get('msg', 'reading the state of the server failed'))

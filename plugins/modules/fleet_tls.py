@@ -22,7 +22,7 @@ description:
   - A host certificate is made again where it is missing, not signed by the CA, not of its key, lacks a name of
     O(hosts), or has less than O(renew_days) left; the others are kept (idempotent).
 author:
-  - llmops.serving maintainers
+  - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
   - llmops.serving.attributes
 attributes:

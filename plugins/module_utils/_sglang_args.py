@@ -437,8 +437,8 @@ def _tls_args(spec):
     SGLang 0.5.11-0.5.23 and vLLM) where the spec has a certificate; a certificate needs its key."""
     cert, key = spec.get('ssl_certfile'), spec.get('ssl_keyfile')
     if bool(cert) != bool(key):
-        raise LaunchArgsError('TLS needs both a certificate and its key (sglang_server_tls_cert and '
-                              'sglang_server_tls_key)')
+        raise LaunchArgsError('%s is set but %s is not (TLS needs both)' % (
+            ('sglang_server_tls_cert', 'sglang_server_tls_key') if cert else ('sglang_server_tls_key', 'sglang_server_tls_cert')))
     if not cert:
         if spec.get('enable_ssl_refresh'):
             raise LaunchArgsError('sglang_server_tls_refresh needs a certificate (sglang_server_tls_cert)')

@@ -40,10 +40,12 @@ _STATE = {}
 def tls_vars(tls_dir, **overrides):
     """router_vars() with TLS everywhere: each host's certificate from tls_dir (paths on the controller)."""
     own = tls_dir + '/{{ inventory_hostname }}'
-    return router_vars(llmops_tls_ca_cert=tls_dir + '/ca.crt', sglang_server_tls_cert=own + '.crt',
-                       sglang_server_tls_key=own + '.key', sglang_router_tls_cert=own + '.crt',
-                       sglang_router_tls_key=own + '.key', sglang_router_client_cert=own + '.crt',
-                       sglang_router_client_key=own + '.key', **overrides)
+    settings = dict(llmops_tls_ca_cert=tls_dir + '/ca.crt', sglang_server_tls_cert=own + '.crt',
+                    sglang_server_tls_key=own + '.key', sglang_router_tls_cert=own + '.crt',
+                    sglang_router_tls_key=own + '.key', sglang_router_client_cert=own + '.crt',
+                    sglang_router_client_key=own + '.key')
+    settings.update(overrides)
+    return router_vars(**settings)
 
 
 def https(url, context, *, key=API_KEY, body=None, method=None, timeout=10):

@@ -82,7 +82,7 @@ def test_the_argv_serves_https_with_the_hosts_files():
     assert argv[argv.index('--ssl-ca-certs') + 1] == '/etc/llmops/sglang-main.ca.crt'
     assert '--enable-ssl-refresh' in argv
     assert '--ssl-certfile' not in _sglang_args.build_argv({'model_path': '/m'})
-    with pytest.raises(_sglang_args.LaunchArgsError, match='both a certificate and its key'):
+    with pytest.raises(_sglang_args.LaunchArgsError, match='sglang_server_tls_cert is set but sglang_server_tls_key is not'):
         _sglang_args.build_argv({'model_path': '/m', 'ssl_certfile': '/c'})
     with pytest.raises(_sglang_args.LaunchArgsError, match='sglang_server_tls_refresh needs a certificate'):
         _sglang_args.build_argv({'model_path': '/m', 'enable_ssl_refresh': True})
@@ -181,3 +181,16 @@ def test_the_router_shim_points_openssl_at_the_fleet_ca_only_with_one():
     compile(text, 'shim', 'exec')
     plain = _router.with_defaults({'workers': {}})
     assert 'SSL_CERT_FILE' not in _router.shim_text(plain, _router.router_paths(plain))
+
+
+def test_router_worker_reads_the_routers_scheme_and_ca_from_its_launch_file():
+    from ansible_collections.llmops.serving.plugins.modules import router_worker
+    options = _router.with_defaults({'workers': {}, 'tls_content': {'tls_cert': 'C', 'tls_key': 'K', 'ca_cert': 'A'}})
+    script = 'exec ' + ' '.join(_router.router_argv(options, {'a': 'https://10.0.0.1:30000'}, _router.router_paths(options)))
+    ca = '/etc/llmops/sglang-router-main.ca.crt'
+    params = dict((name, None) for name in router_worker.ARGUMENT_SPEC)
+    resolved = router_worker.resolve(params, read=lambda path: script if path.endswith('.sh') else None,
+                                     exists=lambda path: path == ca)
+    assert resolved['url'] == 'https://127.0.0.1:30080' and resolved['ca_path'] == ca
+    plain = router_worker.resolve(dict(params), read=lambda path: None, exists=lambda path: False)
+    assert plain['url'] == 'http://127.0.0.1:30080' and plain['ca_path'] is None

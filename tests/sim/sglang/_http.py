@@ -363,13 +363,27 @@ class _HTTPServer(ThreadingHTTPServer):
     dummy = False
     ssl_context = None  # uvicorn's --ssl-certfile/--ssl-keyfile: TLS handshake in each connection's thread
 
-    def finish_request(self, request, client_address):
+    def process_request_thread(self, request, client_address):
         if self.ssl_context is not None:
             try:
                 request = self.ssl_context.wrap_socket(request, server_side=True)
             except (ssl.SSLError, OSError):
-                return  # a client that does not trust the certificate (uvicorn logs nothing either)
-        super().finish_request(request, client_address)
+                self.shutdown_request(request)  # a client that does not trust the certificate (uvicorn logs nothing)
+                return
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # pylint: disable=broad-except
+            self.handle_error(request, client_address)
+        finally:
+            if isinstance(request, ssl.SSLSocket):
+                # close_notify before the close, as uvicorn does: a stream ends with the connection, and a client
+                # that reads to the close (sglang-router) drops the last events of a TLS connection cut without it.
+                try:
+                    request.settimeout(2.0)
+                    request = request.unwrap()
+                except (ssl.SSLError, OSError, ValueError):
+                    pass
+            self.shutdown_request(request)
 
     def handle_error(self, request, client_address):
         """A client that goes away mid-stream is normal; say nothing (like uvicorn)."""

@@ -97,7 +97,8 @@ class ActionModule(ActionBase):
             settings = dict((name, _get(hostvars, host, name, '')) for name in names)
             settings['sglang_server_tls_ca_cert'] = _get(hostvars, host, 'sglang_server_tls_ca_cert',
                                                          _get(hostvars, host, 'llmops_tls_ca_cert', ''))
-            problems += _tls.material_problems(host, settings, _tls.SERVER_TLS_PAIRS, readable,
+            problems += _tls.material_problems(
+                host, settings, _tls.SERVER_TLS_PAIRS, readable,
                 needs_cert=(('sglang_server_tls_refresh', 'sglang_server_tls_cert'),))
         for router in routers:
             names = ('sglang_router_tls_cert', 'sglang_router_tls_key', 'sglang_router_client_cert',

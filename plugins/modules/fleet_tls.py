@@ -163,8 +163,8 @@ def main():
             names = host_names(host, names)
             cert_path, key_path = os.path.join(path, '%s.crt' % host), os.path.join(path, '%s.key' % host)
             cert, key = read(cert_path), read(key_path)
-            reason = 'missing' if not cert or not key else _tls.renewal_reason(cert, key, ca_cert, names,
-                                                                             params['renew_days'])
+            reason = 'missing' if not cert or not key else _tls.renewal_reason(
+                cert, key, ca_cert, names, params['renew_days'])
             if reason:
                 made[host] = reason
                 if not check:

@@ -150,9 +150,9 @@ def main():
           % (args.rounds, args.prompts, args.concurrency, args.output_len))
     print('%-6s %12s %12s %12s %12s' % ('setup', 'req/s', 'out tok/s', 'TTFT p50 ms', 'ITL p50 ms'))
     for label in ('plain', 'tls'):
-        print('%-6s %12.1f %12.1f %12.1f %12.2f' % (label, median(label, 'request_throughput'),
-                                                     median(label, 'output_throughput'),
-                                                     median(label, 'ttft_ms', 'p50'), median(label, 'itl_ms', 'p50')))
+        print('%-6s %12.1f %12.1f %12.1f %12.2f' % (
+            label, median(label, 'request_throughput'), median(label, 'output_throughput'),
+            median(label, 'ttft_ms', 'p50'), median(label, 'itl_ms', 'p50')))
     ratio = median('tls', 'output_throughput') / median('plain', 'output_throughput')
     print('TLS / plain output throughput: %.3f (cost %.1f%%); TTFT p50 ratio %.2f'
           % (ratio, (1 - ratio) * 100, median('tls', 'ttft_ms', 'p50') / median('plain', 'ttft_ms', 'p50')))

@@ -11,7 +11,7 @@ and the filters of ``plugins/filter/server.py`` call them."""
 
 from __future__ import annotations
 
-from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _tls
+from ansible_collections.llmops.serving.plugins.module_utils import _endpoints
 
 PREFIX = 'sglang_server_'
 # The role options the names are made of (names()'s arguments, in order).

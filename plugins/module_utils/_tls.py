@@ -76,13 +76,13 @@ def _now():
 
 
 def _key_pem(key):
-    _, _, serialization, _, _, _ = _crypto()
+    serialization = _crypto()[2]
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption()).decode('ascii')
 
 
 def _cert_pem(cert):
-    _, _, serialization, _, _, _ = _crypto()
+    serialization = _crypto()[2]
     return cert.public_bytes(serialization.Encoding.PEM).decode('ascii')
 
 
@@ -100,7 +100,7 @@ def _names(names):
 
 def make_ca(common_name=DEFAULT_CA_NAME, days=DEFAULT_CA_DAYS, now=None):
     """``(cert_pem, key_pem)`` of a new self-signed CA (ECDSA P-256) valid ``days``."""
-    x509, hashes, _, ec, _, NameOID = _crypto()
+    x509, hashes, ec, NameOID = _crypto()[0], _crypto()[1], _crypto()[3], _crypto()[5]
     now = now or _now()
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
@@ -223,7 +223,7 @@ def server_tls_problem(host, version, options=None, refresh=False):
     """Why the SGLang release ``version`` (its --help ``options`` where known) cannot serve TLS as asked, naming the
     host, the variable and the release; None where it can."""
     from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
-    flags = [flag for flag, _ in SERVER_TLS_FLAGS] + ([SERVER_TLS_REFRESH_FLAG] if refresh else [])
+    flags = [pair[0] for pair in SERVER_TLS_FLAGS] + ([SERVER_TLS_REFRESH_FLAG] if refresh else [])
     if options:
         missing = [flag for flag in flags if flag not in options]
     else:

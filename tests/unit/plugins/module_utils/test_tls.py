@@ -52,8 +52,8 @@ def test_pythons_ssl_trusts_the_fleet_ca_and_refuses_another(ca, tmp_path):
     port = listener.getsockname()[1]
 
     def serve():
-        for _ in range(2):
-            conn, _ = listener.accept()
+        for _attempt in range(2):
+            conn = listener.accept()[0]
             try:
                 server_ctx.wrap_socket(conn, server_side=True).close()
             except (ssl.SSLError, OSError):

@@ -17,7 +17,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.llmops.serving.plugins.module_utils import _fleet
+from ansible_collections.llmops.serving.plugins.module_utils import _fleet, _tls
 from ansible_collections.llmops.serving.plugins.modules.fleet_preflight import ARGUMENT_SPEC, DEFAULTS
 
 display = Display()
@@ -150,6 +150,24 @@ class ActionModule(ActionBase):
         # Prefill/decode disaggregation: the servers behind the routers (every host of the worker group, in the run
         # or not), and two servers of one address.
         problems += self.pd_problems(args, hostvars, servers, routers, workers, plans, batch_list)
+        # TLS: the certificates and keys every host's settings name exist on the controller (before anything stops).
+        def readable(path):
+            return os.access(self._loader.path_dwim(path), os.R_OK)
+        for host in servers:
+            names = ('sglang_server_tls_cert', 'sglang_server_tls_key', 'sglang_server_tls_refresh')
+            settings = dict((name, _get(hostvars, host, name, '')) for name in names)
+            settings['sglang_server_tls_ca_cert'] = _get(hostvars, host, 'sglang_server_tls_ca_cert',
+                                                         _get(hostvars, host, 'llmops_tls_ca_cert', ''))
+            problems += _tls.material_problems(
+                host, settings, _tls.SERVER_TLS_PAIRS, readable,
+                needs_cert=(('sglang_server_tls_refresh', 'sglang_server_tls_cert'),))
+        for router in routers:
+            names = ('sglang_router_tls_cert', 'sglang_router_tls_key', 'sglang_router_client_cert',
+                     'sglang_router_client_key')
+            settings = dict((name, _get(hostvars, router, name, '')) for name in names)
+            settings['sglang_router_tls_ca_cert'] = _get(hostvars, router, 'sglang_router_tls_ca_cert',
+                                                         _get(hostvars, router, 'llmops_tls_ca_cert', ''))
+            problems += _tls.material_problems(router, settings, _tls.ROUTER_TLS_PAIRS, readable)
 
         # Variable names nothing declares.
         declared = _fleet.declared_names(COLLECTION_ROOT) | set(args['known'])

@@ -20,7 +20,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
-from ansible_collections.llmops.serving.plugins.module_utils import _server_plan, _server_role, _sglang_args
+from ansible_collections.llmops.serving.plugins.module_utils import _server_plan, _server_role, _sglang_args, _tls
 from ansible_collections.llmops.serving.plugins.modules.sglang_server import ARGUMENT_SPEC
 
 # The module's options that are not role options of the plan.
@@ -33,6 +33,8 @@ EXEC_START = '__sglang_server_exec_start'
 API_KEY_FILE_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
 ADMIN_API_KEY_FILE_ENV = 'LLMOPS_SERVER_ADMIN_API_KEY_FILE'
 USER_ENV = 'LLMOPS_SERVER_USER'
+# The role variable of each TLS option, for messages.
+_TLS_VARIABLES = {'tls_cert': 'sglang_server_tls_cert', 'tls_key': 'sglang_server_tls_key', 'tls_ca_cert': 'sglang_server_tls_ca_cert'}
 
 
 class ActionModule(ActionBase):
@@ -76,6 +78,16 @@ class ActionModule(ActionBase):
         if admin_key:
             secrets.append({'path': plan['admin_api_key_file'], 'mode': '0600', 'owner': user,
                             'content': admin_key + '\n'})
+        # TLS: the certificate and the CA readable by all, the key by the server's user alone (mode 0600).
+        try:
+            material = self.tls_material(options)
+        except _tls.TLSError as exc:
+            raise AnsibleActionFail(str(exc))
+        for item in material:
+            if item['secret']:
+                secrets.append({'path': item['dest'], 'mode': '0600', 'owner': user, 'content': item['content']})
+            else:
+                secrets.append({'path': item['dest'], 'mode': '0644', 'content': item['content']})
         args = {'directories': [{'path': options['sglang_server_config_dir']},
                                 {'path': os.path.dirname(options['sglang_server_log_path'])}],
                 'files': [{'path': template['dest'], 'mode': template['mode'], 'content': render(template['src'])}
@@ -86,6 +98,44 @@ class ActionModule(ActionBase):
         if compare:
             args['last_good'] = plan['last_good']
         return args
+
+    def tls_material(self, options):
+        """``[{option, dest, content, secret}]``: the TLS files of the server read from the controller (the paths of
+        tls_cert, tls_key and tls_ca_cert), each with the path it has on the host. Raises _tls.TLSError naming the
+        variable where a file cannot be read."""
+        if not options.get('sglang_server_tls_cert'):
+            return []
+        files = _tls.server_tls_files(options['sglang_server_config_dir'], options['sglang_server_name'])
+        material = []
+        for option, flag_name, secret in (('tls_cert', 'ssl_certfile', False), ('tls_key', 'ssl_keyfile', True),
+                                          ('tls_ca_cert', 'ssl_ca_certs', False)):
+            src = options.get('sglang_server_' + option)
+            if not src:
+                continue
+            try:
+                with open(self._loader.path_dwim(src), encoding='utf-8') as handle:
+                    content = handle.read()
+            except (IOError, OSError, UnicodeDecodeError) as exc:
+                raise _tls.TLSError('%s is %s, which cannot be read on the controller (%s)'
+                                    % (_TLS_VARIABLES[option], src, getattr(exc, 'strerror', None) or type(exc).__name__))
+            material.append({'option': option, 'dest': files[flag_name], 'content': content, 'secret': secret})
+        return material
+
+    def tls_problem(self, host, options):
+        """Why the server's TLS material cannot serve (naming the host and the variable), else None."""
+        try:
+            material = dict((item['option'], item['content']) for item in self.tls_material(options))
+            if not material:
+                return None
+            if 'tls_key' not in material:
+                return '%s: sglang_server_tls_cert is set without sglang_server_tls_key' % host
+            if not _tls.key_matches(material['tls_cert'], material['tls_key']):
+                return '%s: sglang_server_tls_key is not the key of sglang_server_tls_cert' % host
+            if 'tls_ca_cert' in material and not _tls.signed_by(material['tls_cert'], material['tls_ca_cert']):
+                return '%s: sglang_server_tls_cert is not signed by the CA of sglang_server_tls_ca_cert' % host
+        except _tls.TLSError as exc:
+            return '%s: %s' % (host, exc)
+        return None
 
     def plan(self, options, shim, task_vars, result):
         """The plan before the host's state is read (what llmops.serving.sglang_server_plan returned), or None
@@ -110,6 +160,11 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg='%s: %s; nothing was stopped or changed' % (host, exc))
             return None
 
+        problem = self.tls_problem(host, options)
+        if problem:
+            result.update(failed=True, msg=problem + '; nothing was stopped or changed')
+            return None
+
         check_args = {'python': options['sglang_server_python'], 'engine': spec['engine'],
                       'env': options['sglang_server_env'], 'paths': _server_plan.host_paths(options)}
         if options['sglang_server_help_cache_dir']:
@@ -129,6 +184,11 @@ class ActionModule(ActionBase):
             problem = _sglang_args.admin_key_problem(spec['engine'], check['version'], check['cli']['options'])
             if problem:
                 result.update(failed=True, msg='%s: %s; nothing was stopped or changed' % (host, problem))
+        if spec.get('ssl_certfile') and spec['engine'] == 'sglang':
+            problem = _tls.server_tls_problem(host, check['version'], check['cli']['options'],
+                                              refresh=spec.get('enable_ssl_refresh'))
+            if problem:
+                result.update(failed=True, msg=problem + '; nothing was stopped or changed')
                 return None
         try:
             argv = _sglang_args.build_argv(spec, version=check['version'], options=check['cli']['options'])
@@ -239,9 +299,17 @@ class ActionModule(ActionBase):
         unit_file = self.module('ansible.builtin.stat', {'path': names['unit_file']}, task_vars)
         if (unit_file.get('stat') or {}).get('exists'):
             unit_status = self.module('ansible.builtin.systemd_service', {'name': names['unit']}, task_vars)
-        # An empty API key sends none.
-        info = self.module('llmops.serving.llm_server_info', {
-            'url': names['url'], 'api_key': options['sglang_server_api_key'], 'request_timeout': 10}, task_vars)
+        # An empty API key sends none. A server with a certificate (tls_cert) answers https, verified with the CA the
+        # role installed next to it (tls_ca_cert), else with the system's CAs.
+        url, ca_path = names['url'], None
+        if options.get('sglang_server_tls_cert'):
+            url = 'https' + url[len('http'):]
+            if options.get('sglang_server_tls_ca_cert'):
+                ca_path = _tls.server_tls_files(options['sglang_server_config_dir'], options['sglang_server_name'])['ssl_ca_certs']
+        info_args = {'url': url, 'api_key': options['sglang_server_api_key'], 'request_timeout': 10}
+        if ca_path:
+            info_args['ca_path'] = ca_path
+        info = self.module('llmops.serving.llm_server_info', info_args, task_vars)
         for read in (process_status, unit_status, info):
             if read.get('failed'):
                 result.update(failed=True, msg=read.get('msg', 'reading the state of the server failed'))

@@ -46,6 +46,12 @@ options:
     description: Validate TLS certificates for C(https://) URLs.
     type: bool
     default: true
+  ca_path:
+    description:
+      - PEM file of the CA that signed the server's (or router's) certificate, for C(https://) URLs (the fleet CA,
+        C(llmops_tls_ca_cert)); unset, the system's CAs.
+    type: path
+    version_added: 1.1.0
   use_proxy:
     description: Use proxies from the environment (C(https_proxy), C(no_proxy)...).
     type: bool

@@ -9,8 +9,8 @@ from ansible_collections.llmops.serving.plugins.module_utils import _endpoints
 from ansible_collections.llmops.serving.plugins.plugin_utils._filters import as_filter
 
 
-def local_url(bind, port, path=''):
-    return _endpoints.local_url(bind, port, path)
+def local_url(bind, port, path='', tls=False):
+    return _endpoints.local_url(bind, port, path, tls=bool(tls))
 
 
 def server_endpoint(host, hostvars, address=None):

@@ -41,11 +41,13 @@ exact length asked for) is a failed, truncated request.
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import math
 import random
 import select
+import ssl
 import sys
 import threading
 import time
@@ -436,8 +438,8 @@ def _bounded_read1(read1, sock, deadline, remaining_bytes):
 class _RequestsTransport:
     """``requests``: a ``Session`` (keep-alive pool) per worker thread."""
 
-    def __init__(self, url, headers):
-        self.url, self.headers = url, headers
+    def __init__(self, url, headers, ca_path=None):
+        self.url, self.headers, self.ca_path = url, headers, ca_path
         self.name = 'requests %s' % requests.__version__
         # Reading the raw stream raises urllib3's own errors, not requests' wrappers.
         self.errors = (requests.RequestException, _Urllib3Error, OSError, http.client.HTTPException)
@@ -449,6 +451,8 @@ class _RequestsTransport:
         if session is None:
             session = self._local.session = requests.Session()
             session.headers.update(self.headers)
+            if self.ca_path:
+                session.verify = self.ca_path
         return session
 
     def _drop(self):
@@ -496,11 +500,15 @@ class _StdlibTransport:
     errors = (OSError, http.client.HTTPException)
     timeouts = (TimeoutError,)
 
-    def __init__(self, url, headers):
+    def __init__(self, url, headers, ca_path=None):
         parts = urlsplit(url)
         if parts.scheme not in ('http', 'https') or not parts.hostname:
             raise BenchmarkError('cannot use URL %s: expected http(s)://host[:port]' % url)
-        self._factory = http.client.HTTPSConnection if parts.scheme == 'https' else http.client.HTTPConnection
+        if parts.scheme == 'https':
+            context = ssl.create_default_context(cafile=ca_path or None)
+            self._factory = functools.partial(http.client.HTTPSConnection, context=context)
+        else:
+            self._factory = http.client.HTTPConnection
         self._address = (parts.hostname, parts.port)
         self._prefix = parts.path.rstrip('/')
         self.headers = headers
@@ -584,7 +592,7 @@ class Client:
     is installed). ``timeout`` bounds every request, from connecting to its last byte.
     """
 
-    def __init__(self, url, api_key=None, timeout=600.0, http_library='auto', admin_api_key=None):
+    def __init__(self, url, api_key=None, timeout=600.0, http_library='auto', admin_api_key=None, ca_path=None):
         self.url = url.rstrip('/')
         self.timeout = timeout
         headers = {'Content-Type': 'application/json', 'Accept-Encoding': 'identity'}
@@ -598,9 +606,9 @@ class Client:
             if requests is None:
                 raise BenchmarkError('the Python library "requests" is not installed; use http_library "http.client" '
                                      'or "auto"')
-            self.transport = _RequestsTransport(self.url, headers)
+            self.transport = _RequestsTransport(self.url, headers, ca_path)
         else:
-            self.transport = _StdlibTransport(self.url, headers)
+            self.transport = _StdlibTransport(self.url, headers, ca_path)
         self.http_library = self.transport.name
 
     def request(self, method, path, headers=None):

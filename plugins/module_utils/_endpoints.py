@@ -27,26 +27,28 @@ def host_port(address, port):
     return ('[%s]:%d' if ':' in address else '%s:%d') % (address, int(port))
 
 
-def url(address, port, path=''):
-    return 'http://%s%s' % (host_port(address, port), path)
+def url(address, port, path='', tls=False):
+    """``http://address:port/path``, ``https://`` where ``tls``."""
+    return '%s://%s%s' % ('https' if tls else 'http', host_port(address, port), path)
 
 
-def local_url(bind, port, path=''):
-    """The URL of a service that binds ``bind``, from its own host."""
-    return url(LOCAL_ADDRESS if is_wildcard(bind) else bind, port, path)
+def local_url(bind, port, path='', tls=False):
+    """The URL of a service that binds ``bind``, from its own host (``https`` where ``tls``)."""
+    return url(LOCAL_ADDRESS if is_wildcard(bind) else bind, port, path, tls)
 
 
 def server_endpoint(host, variables, address=None):
     """``{bind, port, address, target, url, local_url}`` of the sglang server of inventory host ``host``
     whose variables are ``variables``: ``address`` (given, else the bind address, else for a wildcard
     bind ``ansible_host``, else ``host``) is where other hosts reach it, ``target`` that address and
-    the port, ``url`` the URL at that address."""
+    the port, ``url`` the URL at that address (``https`` where the host has ``sglang_server_tls_cert``)."""
     bind = str(variables.get('sglang_server_host', SERVER_BIND))
     port = int(variables.get('sglang_server_port', SERVER_PORT))
+    tls = bool(variables.get('sglang_server_tls_cert'))
     if address is None:
         address = variables.get('ansible_host', host) if is_wildcard(bind) else bind
     return {'bind': bind, 'port': port, 'address': address, 'target': host_port(address, port),
-            'url': url(address, port), 'local_url': local_url(bind, port)}
+            'url': url(address, port, tls=tls), 'local_url': local_url(bind, port, tls=tls)}
 
 
 # A server's role in prefill/decode disaggregation (the sglang_server role's variables, its default bootstrap port).

@@ -17,7 +17,7 @@ import re
 import shlex
 import time
 
-from ansible_collections.llmops.serving.plugins.module_utils import _server_api, _sglang_args, _wait
+from ansible_collections.llmops.serving.plugins.module_utils import _server_api, _sglang_args, _tls, _wait
 
 # What register does with the router's entry of the server: nothing, add it, or remove it and add it afresh
 # (an entry whose circuit breaker is open would get no traffic until the breaker's timeout).
@@ -174,7 +174,7 @@ ROUTER_DEFAULTS = dict(state='started', worker_group='sglang_servers', name='mai
                        health_check_timeout_secs=5, cb_failure_threshold=5, cb_timeout_duration_secs=5,
                        retry_max_retries=3, request_timeout_secs=600, extra_args=[], launcher='',
                        config_dir='/etc/llmops', run_dir='/run/llmops', log_path='', stop_timeout=30, api_key='', control_plane_api_key='',
-                       restart=False, restart_on=[], prefill_policy='', decode_policy='')
+                       restart=False, restart_on=[], prefill_policy='', decode_policy='', tls_content={})
 LOOPBACK_URL = re.compile(r'https?://(127\.|localhost[:/]|\[::1\])')
 MANAGED = 'Ansible managed'
 
@@ -242,6 +242,7 @@ def router_argv(options, workers, paths):
     argv = [options['venv'] + '/bin/python', paths['shim']]
     for flag, option in ROUTER_FLAGS:
         argv += [flag, options[option] if option else '/health']
+    argv += tls_argv(options)
     if pd_mode(workers):
         for flag, option in PD_POLICY_FLAGS:
             if options.get(option):
@@ -257,6 +258,18 @@ def router_argv(options, workers, paths):
     else:
         argv += ['--worker-urls'] + list(worker_url_map(workers).values())
     return [str(arg) for arg in argv + list(options['extra_args'] or [])]
+
+
+def tls_argv(options):
+    """sglang-router's TLS flags for the TLS files the router has (``options['tls_content']``, by name of
+    _tls.ROUTER_TLS_FLAGS): its listener, the CA it verifies workers with, its client certificate (mTLS)."""
+    content = options.get('tls_content') or {}
+    files = _tls.router_tls_files(options['config_dir'], options['name'])
+    argv = []
+    for flag, name in _tls.ROUTER_TLS_FLAGS:
+        if content.get(name):
+            argv += [flag, files[name]]
+    return argv
 
 
 # The one control-plane key the collection gives the router (sglang-router's --control-plane-api-keys
@@ -297,6 +310,10 @@ def shim_text(options, paths):
            '        if key:\n'
            '            args = args + ["--control-plane-api-keys", %s + key]\n' % json.dumps(CONTROL_PLANE_KEY_ID)
            if control_plane else '')
+        + ('    # sglang-router 0.3.2 registers workers with --ca-cert-paths but its periodic health checks verify with\n'
+           '    # OpenSSL\'s default CA file only: without this, an HTTPS worker signed by the fleet CA turns unhealthy.\n'
+           '    os.environ["SSL_CERT_FILE"] = %s\n' % json.dumps(_tls.router_tls_files(options['config_dir'], options['name'])['ca_cert'])
+           if (options.get('tls_content') or {}).get('ca_cert') else '')
         + '    sys.argv = ["sglang_router.launch_router"] + args\n'
         '    runpy.run_module("sglang_router.launch_router", run_name="__main__", alter_sys=True)\n\n\n'
         'if __name__ == "__main__":\n'
@@ -349,8 +366,9 @@ def process_state(state, restart, changes):
 
 
 def launch_endpoints(text):
-    """``{host, port, prometheus_host, prometheus_port}`` from a router's launch script or unit (the ``exec`` or
-    ``ExecStart=`` line), only those it sets; {} where it has no such line."""
+    """``{host, port, prometheus_host, prometheus_port, ca_path, tls}`` from a router's launch script or unit (the
+    ``exec`` or ``ExecStart=`` line), only those it sets (``tls`` true where its listener has a certificate); {} where
+    it has no such line."""
     for line in (text or '').splitlines():
         line = line.strip()
         if line.startswith('exec ') or line.startswith('ExecStart='):
@@ -359,9 +377,11 @@ def launch_endpoints(text):
             except ValueError:
                 return {}
             found = {}
-            for flag, option in ROUTER_FLAGS[:4]:
+            for flag, option in ROUTER_FLAGS[:4] + (('--ca-cert-paths', 'ca_path'),):
                 if flag in argv[:-1]:
                     found[option] = argv[argv.index(flag) + 1].replace('$$', '$').replace('%%', '%')
+            if '--tls-cert-path' in argv:
+                found['tls'] = True
             return found
     return {}
 

@@ -33,6 +33,7 @@ SERVER_ARGUMENT_SPEC = dict(
     api_key=dict(type='str', no_log=True),
     headers=dict(type='dict', default={}),
     validate_certs=dict(type='bool', default=True),
+    ca_path=dict(type='path'),
     use_proxy=dict(type='bool', default=True),
     request_timeout=dict(type='float', default=5.0),
 )
@@ -68,7 +69,7 @@ def secret_header_values(headers):
     return [str(v) for k, v in (headers or {}).items() if k.lower() in SECRET_HEADERS]
 
 
-def open_url_request(url, headers, validate_certs=True, use_proxy=True):
+def open_url_request(url, headers, validate_certs=True, use_proxy=True, ca_path=None):
     """A ``request`` callable on Ansible's ``open_url``: HTTP errors are answers, not exceptions."""
     from urllib.error import HTTPError
     from ansible.module_utils.urls import open_url
@@ -83,7 +84,7 @@ def open_url_request(url, headers, validate_certs=True, use_proxy=True):
             send['Content-Type'] = 'application/json'
         try:
             response = open_url(base + path, data=data, headers=send, method=method, timeout=timeout,
-                                validate_certs=validate_certs, use_proxy=use_proxy)
+                                validate_certs=validate_certs, use_proxy=use_proxy, ca_path=ca_path or None)
             return response.getcode(), response.read()
         except HTTPError as exc:
             try:
@@ -101,7 +102,8 @@ def module_request(module):
     for value in secret_header_values(params['headers']):
         module.no_log_values.add(value)
     return open_url_request(params['url'], auth_headers(params['api_key'], params['headers']),
-                            validate_certs=params['validate_certs'], use_proxy=params['use_proxy'])
+                            validate_certs=params['validate_certs'], use_proxy=params['use_proxy'],
+                            ca_path=params.get('ca_path'))
 
 
 def get_json(request, path, timeout):

@@ -10,6 +10,8 @@ over the sglang_server role's options (a dict keyed by the variable names); the 
 
 from __future__ import annotations
 
+from ansible_collections.llmops.serving.plugins.module_utils import _tls
+
 PREFIX = 'sglang_server_'
 # Role options that go into the launch spec under their name without the prefix.
 SPEC_OPTIONS = ('engine', 'model_path', 'served_model_name', 'tp_size', 'dist_timeout', 'host', 'port',
@@ -22,7 +24,7 @@ SPECULATIVE_OPTIONS = ('algorithm', 'draft_model_path', 'depth', 'num_steps', 'e
 OPTIONS = tuple(PREFIX + name for name in SPEC_OPTIONS) + tuple(
     PREFIX + 'speculative_' + name for name in SPECULATIVE_OPTIONS) + tuple(
     PREFIX + name for name in ('group_hosts', 'dist_init_port', 'gpus', 'env', 'python', 'launcher',
-                               'help_cache_dir'))
+                               'help_cache_dir', 'tls_cert', 'tls_key', 'tls_ca_cert', 'tls_refresh'))
 CUDA_VISIBLE_DEVICES = 'CUDA_VISIBLE_DEVICES'
 
 
@@ -86,6 +88,12 @@ def launch_spec(options, layout):
     no speculative settings without a drafter."""
     spec = dict((name, options[PREFIX + name]) for name in SPEC_OPTIONS)
     spec.update((name, layout[name]) for name in ('nnodes', 'node_rank', 'dist_init_addr'))
+    spec['enable_ssl_refresh'] = bool(options.get(PREFIX + 'tls_refresh'))
+    if options.get(PREFIX + 'tls_cert') or options.get(PREFIX + 'tls_key'):
+        # The TLS files the action installs from the controller (a CA without a certificate serves nothing).
+        files = _tls.server_tls_files(options[PREFIX + 'config_dir'], options[PREFIX + 'name'])
+        for name, option in (('ssl_certfile', 'tls_cert'), ('ssl_keyfile', 'tls_key'), ('ssl_ca_certs', 'tls_ca_cert')):
+            spec[name] = files[name] if options.get(PREFIX + option) else None
     spec['speculative'] = {}
     if options[PREFIX + 'speculative_draft_model_path']:
         spec['speculative'] = dict((name, options[PREFIX + 'speculative_' + name]) for name in SPECULATIVE_OPTIONS)

@@ -41,7 +41,8 @@ DEFAULTS = {'engine': 'sglang', 'served_model_name': '', 'tp_size': 8, 'host': '
             'group_hosts': [], 'dist_init_port': 20000, 'gpus': [], 'env': {}, 'python': '/usr/bin/python3',
             'launcher': '', 'name': 'main', 'config_dir': '/etc/llmops', 'run_dir': '/run/llmops',
             'user_home': '/var/lib/sglang', 'state_dir': '/var/lib/llmops/last-good', 'user_groups': [], 'api_key': '',
-            'admin_api_key': '', 'smoke': True, 'disaggregation_bootstrap_port': 8998, 'disaggregation_kv_checksum': False}
+            'admin_api_key': '', 'smoke': True, 'disaggregation_bootstrap_port': 8998, 'disaggregation_kv_checksum': False,
+            'tls_refresh': False}
 
 
 def role_options(args):
@@ -87,6 +88,7 @@ def role_plan(options, plan):
     (a dict keyed by the variable names): names(), server_user(), the launch ``templates`` and the ``last_good``
     record the server's launch files, command and drafter make (the drafter's fingerprint besides)."""
     added = names(*[options[name] for name in NAME_OPTIONS])
+    added.update(tls_endpoint(added['url'], plan['command'], options[PREFIX + 'config_dir'], options[PREFIX + 'name']))
     added.update(server_user(options[PREFIX + 'user'], options[PREFIX + 'user_home']))
     added['templates'] = launch_templates(plan['launcher'], added)
     drafter = options[PREFIX + 'speculative_draft_model_path'] or ''
@@ -98,6 +100,23 @@ def role_plan(options, plan):
                      'engine': options[PREFIX + 'engine'], 'version': plan['version'],
                      'depth': plan['speculative']['depth'], 'drafter': drafter}}
     return added
+
+
+def tls_endpoint(url, command, config_dir, name):
+    """``{url, ca_path, tls_reloaded}``: the server's URL with the scheme its launch ``command`` serves (https where
+    it has ``--ssl-certfile``), the CA file its host checks the certificate with (where the command names one, else
+    None: the system's CAs), and the certificate and key files the server reloads without a restart (with
+    ``--enable-ssl-refresh``)."""
+    command = list(command or [])
+    if '--ssl-certfile' not in command:
+        return {'url': url, 'ca_path': None, 'tls_reloaded': []}
+
+    def value(flag):
+        index = command.index(flag) + 1 if flag in command else len(command)
+        return command[index] if index < len(command) else None
+    reloaded = [value('--ssl-certfile'), value('--ssl-keyfile')] if '--enable-ssl-refresh' in command else []
+    return {'url': 'https' + url[len('http'):] if url.startswith('http:') else url, 'ca_path': value('--ssl-ca-certs'),
+            'tls_reloaded': [path for path in reloaded if path]}
 
 
 def environment(env, gpus, user, plan, api_key_file_env, user_env, admin_api_key_file_env=None):
@@ -134,7 +153,10 @@ def decision(plan, process_status, unit_status, files, restart):
     result = dict(plan, running=running, pid=pid, enabled=enabled, files_changed=bool(changed), changed_files=changed,
                   users_to_fix=list(files.get('users_to_fix') or []), last_good_current=bool(last_good.get('current', False)),
                   previous_version=last_good.get('version'), previous_command=list(last_good.get('command') or []))
-    result['action'] = 'start' if not running else ('restart' if changed or restart else 'none')
+    # A certificate and key that the server reloads itself (--enable-ssl-refresh) are written without a restart.
+    reloaded = set(plan.get('tls_reloaded') or [])
+    restart_for = [path for path in changed if path not in reloaded]
+    result['action'] = 'start' if not running else ('restart' if restart_for or restart else 'none')
     return result
 
 
@@ -155,6 +177,7 @@ def restored_plan(layout, file_names, restored):
     metadata = restored.get('metadata') or {}
     plan = {'group': layout['group'], 'nnodes': layout['nnodes'], 'node_rank': layout['node_rank']}
     plan.update(file_names)
+    plan.update(tls_endpoint(file_names['url'], metadata.get('command'), None, None))
     plan.update(action='restart', restored=True, launcher=metadata.get('launcher'), command=metadata.get('command'),
                 version=metadata.get('version'), speculative={'depth': metadata.get('depth')})
     return plan

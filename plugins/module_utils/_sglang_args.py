@@ -385,7 +385,8 @@ def build_argv(spec, version=None, options=None):
 
     ``spec`` keys: engine (sglang|vllm), model_path (required), served_model_name,
     tp_size (all GPUs of a multi-node group), nnodes, node_rank, dist_init_addr,
-    dist_timeout, host, port, mem_fraction_static, max_running_requests, cuda_graph_max_bs,
+    dist_timeout, host, port, ssl_certfile, ssl_keyfile, ssl_ca_certs, enable_ssl_refresh (TLS: paths on the
+    host), mem_fraction_static, max_running_requests, cuda_graph_max_bs,
     enable_metrics, trust_remote_code, speculative (algorithm, draft_model_path, depth
     or num_steps/eagle_topk/num_draft_tokens; adaptive and adaptive_config for SGLang's
     ``--speculative-adaptive``, the depth then being where it starts), nccl_port, the prefill/decode
@@ -401,6 +402,7 @@ def build_argv(spec, version=None, options=None):
     engine = _check_spec(spec)
     sglang = engine == 'sglang'
     argv = _server_args(spec, sglang)
+    argv += _tls_args(spec)
     argv += _multinode_args(spec, sglang)
     argv += _cuda_graph_args(spec, sglang, version, options)
     if spec.get('trust_remote_code'):
@@ -467,6 +469,23 @@ def _server_args(spec, sglang):
         ('--max-running-requests' if sglang else '--max-num-seqs',
          _positive_int('max_running_requests', spec.get('max_running_requests'))),
     )
+
+
+def _tls_args(spec):
+    """``--ssl-certfile --ssl-keyfile [--ssl-ca-certs] [--enable-ssl-refresh]`` (uvicorn's flags, the same in
+    SGLang 0.5.11-0.5.23 and vLLM) where the spec has a certificate; a certificate needs its key."""
+    cert, key = spec.get('ssl_certfile'), spec.get('ssl_keyfile')
+    if bool(cert) != bool(key):
+        raise LaunchArgsError('%s is set but %s is not (TLS needs both)' % (
+            ('sglang_server_tls_cert', 'sglang_server_tls_key') if cert else ('sglang_server_tls_key', 'sglang_server_tls_cert')))
+    if not cert:
+        if spec.get('enable_ssl_refresh'):
+            raise LaunchArgsError('sglang_server_tls_refresh needs a certificate (sglang_server_tls_cert)')
+        return []
+    argv = _pairs(('--ssl-certfile', cert), ('--ssl-keyfile', key), ('--ssl-ca-certs', spec.get('ssl_ca_certs')))
+    if spec.get('enable_ssl_refresh'):
+        argv.append('--enable-ssl-refresh')
+    return argv
 
 
 def _multinode_args(spec, sglang):

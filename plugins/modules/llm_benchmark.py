@@ -171,6 +171,12 @@ options:
     type: str
     choices: [auto, requests, http.client]
     default: auto
+  ca_path:
+    description:
+      - PEM file of the CA that signed the server's or router's certificate, for an C(https://) O(url) (the fleet CA,
+        C(llmops_tls_ca_cert)); unset, the system's CAs.
+    type: path
+    version_added: 1.1.0
   max_failed_ratio:
     description:
       - The task fails when more than this fraction of the requests of any run failed.
@@ -446,6 +452,7 @@ ARGUMENT_SPEC = dict(
     timeout=dict(type='float', default=600.0),
     api_key=dict(type='str', no_log=True),
     http_library=dict(type='str', choices=list(_benchmark.HTTP_LIBRARIES), default='auto'),
+    ca_path=dict(type='path'),
     max_failed_ratio=dict(type='float', default=0.0),
     repeat=dict(type='int'),
 )
@@ -510,7 +517,8 @@ def _run(module, params, slo):
             prompts = _benchmark.synthetic_prompts(params['num_prompts'], params['input_len'],
                                                    params['output_len'], params['seed'])
         client = _benchmark.Client(params['url'], api_key=params['api_key'], timeout=params['timeout'],
-                                   http_library=params['http_library'], admin_api_key=params['admin_api_key'])
+                                   http_library=params['http_library'], admin_api_key=params['admin_api_key'],
+                                   ca_path=params['ca_path'])
         result = _benchmark.benchmark(
             client, params['api'], prompts, params['concurrency'], model=params['model'],
             warmup_requests=params['warmup_requests'], flush_cache=params['flush_cache'],

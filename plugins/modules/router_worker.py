@@ -146,6 +146,15 @@ options:
   request_timeout:
     description: Seconds to wait for one answer. Default V(10).
     type: float
+  ca_path:
+    description:
+      - PEM file on the host of the CA that signed the router's and the servers' certificates (the fleet CA), for
+        C(https://) URLs. A path that does not exist counts as unset.
+      - Unset, the router's own CA file where it has one (C(<config_dir>/sglang-router-<name>.ca.crt), written by
+        M(llmops.serving.sglang_router) from C(llmops_tls_ca_cert)), else the system's CAs.
+      - The router's URL is C(https://) where its launch file has C(--tls-cert-path).
+    type: path
+    version_added: 1.1.0
 notes:
   - The API key never appears in the task's output.
 seealso:
@@ -279,10 +288,11 @@ msg:
   sample: "ns1: idle 0.52 s after it left the router (get_load, 2 reads)"
 """
 
+import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _reports, _router, _server_api
+from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _reports, _router, _server_api, _tls
 
 ARGUMENT_SPEC = dict(
     router=dict(type='str'),
@@ -308,6 +318,7 @@ ARGUMENT_SPEC = dict(
     fail_on_timeout=dict(type='bool'),
     version=dict(type='str'),
     request_timeout=dict(type='float'),
+    ca_path=dict(type='path'),
 )
 # Applied to the options the task leaves out or passes as null (the sglang_router role's defaults).
 DEFAULTS = dict(state='present', name='main', config_dir='/etc/llmops', host='0.0.0.0', port=30080,
@@ -324,7 +335,7 @@ def read_text(path):
         return None
 
 
-def resolve(params, read=read_text):
+def resolve(params, read=read_text, exists=os.path.exists):
     """``params`` with the defaults, the router's URLs (given, else from its launch script or unit, else from the
     host and port options) and the server's URL (given, else its host's in ``workers``)."""
     params = dict(params)
@@ -339,11 +350,14 @@ def resolve(params, read=read_text):
             if found:
                 break
         where = dict((name, found.get(name, params[name])) for name in ('host', 'port', 'prometheus_host', 'prometheus_port'))
-        params['url'] = params['url'] or _endpoints.local_url(where['host'], where['port'])
+        params['url'] = params['url'] or _endpoints.local_url(where['host'], where['port'], tls=found.get('tls', False))
         params['metrics_url'] = params['metrics_url'] or _endpoints.local_url(where['prometheus_host'],
                                                                               where['prometheus_port'], '/metrics')
     urls = _router.worker_url_map(params['workers'])
     entry = _router.worker_entry(params['workers'].get(params['server'])) if params['server'] else {}
+    if not params['ca_path'] or not exists(params['ca_path']):
+        own = _tls.router_tls_files(params['config_dir'], params['name'])['ca_cert']
+        params['ca_path'] = own if exists(own) else None
     if not params['worker'] and params['server']:
         params['worker'] = urls.get(params['server'])
     if not params['worker_type'] and entry.get('url') == params['worker']:
@@ -363,7 +377,8 @@ class Router:
         self.module = module
         self.params = module.params
         key = self.params['control_plane_api_key'] or self.params['api_key']
-        self.request = _server_api.open_url_request(self.params['url'], _server_api.auth_headers(key))
+        self.request = _server_api.open_url_request(self.params['url'], _server_api.auth_headers(key),
+                                                    ca_path=self.params['ca_path'])
 
     def call(self, method, path, statuses, body=None):
         try:
@@ -451,7 +466,8 @@ def wait_idle(module):
         module.exit_json(changed=False, worker=params['worker'], idle=None, msg='')
     if not params['worker']:
         module.fail_json(msg='missing required arguments: worker (or server and workers)')
-    request = _server_api.open_url_request(params['worker'], _server_api.auth_headers(params['api_key']))
+    request = _server_api.open_url_request(params['worker'], _server_api.auth_headers(params['api_key']),
+                                           ca_path=params['ca_path'])
     source = _server_api.load_source('auto', params['version'] or None)
     timeout = params['timeout'] if params['timeout'] is not None else 300.0
     result = _router.wait_idle(request, timeout, 0.5, source, params['request_timeout'], mode=params['worker_type'])

@@ -147,6 +147,40 @@ options:
         only; without it sglang-router 0.3.2 lets every holder of O(api_key) add and remove workers.
     type: str
     version_added: 1.1.0
+  tls_cert:
+    description:
+      - Path B(on the controller) of the certificate (PEM) of the router's own listener (C(--tls-cert-path)); clients
+        then reach the router over HTTPS. Needs O(tls_key). Installed as C(<config_dir>/sglang-router-<name>.tls.crt).
+    type: path
+    version_added: 1.1.0
+  tls_key:
+    description:
+      - Path on the controller of the private key of O(tls_cert) (C(--tls-key-path)), installed with mode 0600; its
+        content never appears in output or diffs.
+    type: path
+    version_added: 1.1.0
+  ca_cert:
+    description:
+      - Path on the controller of the CA certificate (PEM) the router verifies HTTPS workers with (C(--ca-cert-paths));
+        the fleet CA, C(llmops_tls_ca_cert).
+    type: path
+    version_added: 1.1.0
+  client_cert:
+    description:
+      - Path on the controller of the certificate the router presents to its workers (mTLS, C(--client-cert-path)).
+        Needs O(client_key).
+    type: path
+    version_added: 1.1.0
+  client_key:
+    description: Path on the controller of the private key of O(client_cert) (C(--client-key-path)), installed with mode 0600.
+    type: path
+    version_added: 1.1.0
+  tls_content:
+    description:
+      - Set by the action plugin from O(tls_cert), O(tls_key), O(ca_cert), O(client_cert) and O(client_key) (the
+        content of those files, read on the controller); do not set it in a task.
+    type: dict
+    version_added: 1.1.0
   restart:
     description: Restart the router even where nothing changed (the role's C(sglang_router_restart)). Default V(false).
     type: bool
@@ -249,6 +283,11 @@ ready_url:
   description: The URL of its C(/readiness), which answers 200 once a healthy worker is behind it.
   returned: success
   type: str
+ca_path:
+  description: The CA file the router verifies its workers with (from O(ca_cert)), for clients on its host; null without one.
+  returned: success
+  type: str
+  version_added: 1.1.0
 result:
   description: The role's C(sglang_router_result) but its readiness, C({state, launcher, url, workers}) (workers their URLs).
   returned: success
@@ -259,7 +298,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _router
+from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _router, _tls
 
 ARGUMENT_SPEC = dict(
     state=dict(type='str', choices=['started', 'restarted', 'stopped']),
@@ -291,6 +330,12 @@ ARGUMENT_SPEC = dict(
     stop_timeout=dict(type='int'),
     api_key=dict(type='str', no_log=True),
     control_plane_api_key=dict(type='str', no_log=True),
+    tls_cert=dict(type='path'),
+    tls_key=dict(type='path', no_log=False),
+    ca_cert=dict(type='path'),
+    client_cert=dict(type='path'),
+    client_key=dict(type='path', no_log=False),
+    tls_content=dict(type='dict', no_log=True),
     restart=dict(type='bool'),
     restart_on=dict(type='list', elements='dict'),
 )
@@ -367,11 +412,27 @@ def main():
     for key, key_file in ((options['api_key'], paths['key_file']),
                           (options['control_plane_api_key'], paths['control_plane_key_file'])):
         write_key(module, key, key_file, changed_paths, diffs, check)
+    tls_files = _tls.router_tls_files(options['config_dir'], options['name'])
+    for name, path in sorted(tls_files.items()):
+        content = (options['tls_content'] or {}).get(name) or ''
+        if name.endswith('_key'):
+            write_key(module, content.rstrip('\n'), path, changed_paths, diffs, check)
+        elif content and (read(path) != content or mode_of(path) != 0o644):
+            changed_paths.append(path)
+            diffs.append(dict(before_header=path, after_header=path, before=read(path) or '', after=content))
+            if not check:
+                write(module, path, content, 0o644)
+        elif not content and os.path.exists(path):
+            changed_paths.append(path)
+            diffs.append(dict(before_header=path, after_header=path, before=read(path) or '', after=''))
+            if not check:
+                os.unlink(path)
     runs_changed = [path for path in changed_paths if path not in planned['directories']]
     state = _router.process_state(options['state'], options['restart'],
                                   [bool(runs_changed)] + [bool((done or {}).get('changed')) for done in options['restart_on']])
-    url = _endpoints.local_url(options['host'], options['port'])
-    result = dict(changed=bool(changed_paths), state=state, launcher=launcher, files=changed_paths,
+    url = _endpoints.local_url(options['host'], options['port'], tls=bool((options['tls_content'] or {}).get('tls_cert')))
+    own_ca = tls_files['ca_cert'] if (options['tls_content'] or {}).get('ca_cert') else None
+    result = dict(changed=bool(changed_paths), state=state, ca_path=own_ca, launcher=launcher, files=changed_paths,
                   daemon_reload=launcher == 'systemd' and launch_changed, argv=planned['argv'], url=url,
                   ready_url=url + '/readiness', result=dict(state=state, launcher=launcher, url=url,
                                                             workers=list(_router.worker_url_map(workers).values())), **paths)

@@ -254,6 +254,34 @@ options:
     description:
       - The role variable C(sglang_server_disaggregation_kv_checksum), C(--disaggregation-enable-kv-checksum) (SGLang
         0.5.21 or newer); V(false) when null.
+  tls_cert:
+    description:
+      - The role variable C(sglang_server_tls_cert), the path B(on the controller) of the server's certificate (PEM);
+        the server then serves HTTPS (C(--ssl-certfile), C(--ssl-keyfile)); its certificate installed as
+        C(<config_dir>/sglang-<name>.tls.crt).
+      - Unset (null or V('')) serves plain HTTP.
+    type: path
+    version_added: 1.1.0
+  tls_key:
+    description:
+      - The role variable C(sglang_server_tls_key), the path on the controller of the certificate's private key
+        (PEM, unencrypted), installed as C(<config_dir>/sglang-<name>.tls.key), mode 0600, owned by the server's
+        user. Its content never appears in output or diffs.
+    type: path
+    version_added: 1.1.0
+  tls_ca_cert:
+    description:
+      - The role variable C(llmops_tls_ca_cert), the path on the controller of the CA certificate (PEM) that signed
+        O(tls_cert), installed as C(<config_dir>/sglang-<name>.ca.crt) and passed as C(--ssl-ca-certs); the health
+        checks on the host verify the server with it (the plan's C(ca_path)).
+      - The plan refuses a certificate that this CA did not sign, or a key that is not the certificate's.
+    type: path
+    version_added: 1.1.0
+  tls_refresh:
+    description:
+      - The role variable C(sglang_server_tls_refresh), C(--enable-ssl-refresh); SGLang reloads the certificate and
+        key when their files change, without a restart.
+      - Default V(false).
     type: bool
     version_added: 1.1.0
 notes:
@@ -573,6 +601,10 @@ ARGUMENT_SPEC = dict(
     disaggregation_bootstrap_port=dict(type='int'),
     disaggregation_ib_device=dict(type='str'),
     disaggregation_kv_checksum=dict(type='bool'),
+    tls_cert=dict(type='path'),
+    tls_key=dict(type='path', no_log=False),
+    tls_ca_cert=dict(type='path'),
+    tls_refresh=dict(type='bool'),
 )
 
 

@@ -111,8 +111,9 @@ class Load:
     counts requests sent, failed (HTTP or connection error, timeout) and truncated (no
     ``[DONE]``), and keeps ``(start, ttft or None, outcome)`` per request."""
 
-    def __init__(self, url, key=KEY, model='tiny', clients=8, limit=None, pause=0.0):
+    def __init__(self, url, key=KEY, model='tiny', clients=8, limit=None, pause=0.0, context=None):
         self.url, self.key, self.model, self.limit, self.pause = url, key, model, limit, pause
+        self.context = context  # an ssl.SSLContext for an https:// router (the fleet CA)
         self.stop, self.lock = threading.Event(), threading.Lock()
         self.sent = self.failed = self.truncated = 0
         self.samples = []
@@ -125,7 +126,7 @@ class Load:
                 'Authorization': 'Bearer ' + self.key, 'Content-Type': 'application/json'})
             start, ttft, outcome = time.monotonic(), None, 'truncated'
             try:
-                with urllib.request.urlopen(req, timeout=30) as resp:
+                with urllib.request.urlopen(req, timeout=30, context=self.context) as resp:
                     for line in resp:
                         if ttft is None and line.startswith(b'data:'):
                             ttft = time.monotonic() - start

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+import os
+import ssl
 import threading
 import time
 import uuid
@@ -406,16 +408,72 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 2048  # uvicorn's backlog; socketserver's 5 drops bursts of connections
     dummy = False
+    ssl_context = None  # uvicorn's --ssl-certfile/--ssl-keyfile: TLS handshake in each connection's thread
+
+    def process_request_thread(self, request, client_address):
+        if self.ssl_context is not None:
+            try:
+                request = self.ssl_context.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                self.shutdown_request(request)  # a client that does not trust the certificate (uvicorn logs nothing)
+                return
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # pylint: disable=broad-except
+            self.handle_error(request, client_address)
+        finally:
+            if isinstance(request, ssl.SSLSocket):
+                # close_notify before the close, as uvicorn does: a stream ends with the connection, and a client
+                # that reads to the close (sglang-router) drops the last events of a TLS connection cut without it.
+                try:
+                    request.settimeout(2.0)
+                    request = request.unwrap()
+                except (ssl.SSLError, OSError, ValueError):
+                    pass
+            self.shutdown_request(request)
 
     def handle_error(self, request, client_address):
         """A client that goes away mid-stream is normal; say nothing (like uvicorn)."""
 
 
-def make_server(sim, host, port, dummy=False):
+def make_server(sim, host, port, dummy=False, tls=None):
+    """The HTTP server; ``tls`` ``{certfile, keyfile, ca_certs, refresh}`` serves HTTPS like uvicorn does with
+    SGLang's --ssl-* flags (the CA loaded, client certificates not required: SGLang has no --ssl-cert-reqs), and
+    with ``refresh`` (--enable-ssl-refresh) reloads the certificate and key when their files change."""
     handler = type('BoundHandler', (Handler,), {'sim': sim})
     httpd = _HTTPServer((host, port), handler)
     httpd.dummy = dummy
+    if tls and tls.get('certfile'):
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls['certfile'], tls['keyfile'])
+        if tls.get('ca_certs'):
+            context.load_verify_locations(tls['ca_certs'])
+        httpd.ssl_context = context
+        if tls.get('refresh'):
+            threading.Thread(target=_refresh_certificates, args=(context, tls['certfile'], tls['keyfile']),
+                             name='ssl-refresh', daemon=True).start()
     return httpd
+
+
+def _mtimes(*paths):
+    try:
+        return tuple(os.stat(path).st_mtime_ns for path in paths)
+    except OSError:
+        return None
+
+
+def _refresh_certificates(context, certfile, keyfile, interval=1.0):
+    """--enable-ssl-refresh: new handshakes use the certificate and key from the moment both files changed."""
+    seen = _mtimes(certfile, keyfile)
+    while True:
+        time.sleep(interval)
+        now = _mtimes(certfile, keyfile)
+        if now and now != seen:
+            try:
+                context.load_cert_chain(certfile, keyfile)
+                seen = now
+            except (ssl.SSLError, OSError):
+                pass  # half written: try again on the next tick
 
 
 def metrics_text(sim):

@@ -455,7 +455,9 @@ class Server(_http.Counters):
                 raise Fatal('OSError: [Errno %d] error while attempting to bind on address (%r, %d): %s'
                             % (exc.errno or 0, a['host'], a['disaggregation_bootstrap_port'], exc.strerror or exc))
         try:
-            self.httpd = _http.make_server(self, a['host'], a['port'], dummy=multi_rank)
+            tls = {'certfile': a.get('ssl_certfile'), 'keyfile': a.get('ssl_keyfile'), 'ca_certs': a.get('ssl_ca_certs'),
+                   'refresh': a.get('enable_ssl_refresh')}
+            self.httpd = _http.make_server(self, a['host'], a['port'], dummy=multi_rank, tls=tls)
         except OSError as exc:
             log("ERROR:    [Errno %d] error while attempting to bind on address ('%s', %d): %s"
                 % (exc.errno or 0, a['host'], a['port'], (exc.strerror or str(exc)).lower()))
@@ -465,7 +467,8 @@ class Server(_http.Counters):
         if not _tokenizer_has(a['tokenizer_path'] or a['model_path'], ('yes', 'no')):
             log('Using fallback token IDs for yes/no (9693/2152)')
         log('INFO:     Application startup complete.')
-        log('INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)' % (a['host'], a['port']))
+        log('INFO:     Uvicorn running on %s://%s:%d (Press CTRL+C to quit)'
+            % ('https' if a.get('ssl_certfile') else 'http', a['host'], a['port']))
         threading.Thread(target=self.httpd.serve_forever, name='http', daemon=True).start()
         if multi_rank:
             self.status = 'ready'

@@ -19,6 +19,8 @@ Arguments (rulebook ``args``):
   repeat_interval: seconds between events while a server stays below (default 1800)
   timeout: seconds per request (default 5)
   api_key: sent as a bearer token (SGLang's --api-key), where set
+  ca_path: PEM file of the CA that signed the servers' certificates, for https:// URLs (the fleet CA,
+    llmops_tls_ca_cert); unset or empty, the system's CAs
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import ssl
 import time
 
 import aiohttp
@@ -116,6 +119,12 @@ class Watch(object):
                 'group_hosts': firing, 'receiver': 'acceptance_poller', 'group_key': '', 'external_url': ''}
 
 
+def ssl_context(ca_path):
+    """The TLS context of the https:// targets: verified with ``ca_path`` (the fleet CA) where set, else the
+    system's CAs."""
+    return ssl.create_default_context(cafile=ca_path or None)
+
+
 async def _read(session, target, timeout, headers):
     try:
         async with session.get(target['url'] + '/metrics', headers=headers,
@@ -134,7 +143,8 @@ async def main(queue, args):
     interval = float(args.get('interval', 15))
     timeout = float(args.get('timeout', 5))
     headers = {'Authorization': 'Bearer %s' % args['api_key']} if args.get('api_key') else {}
-    async with aiohttp.ClientSession() as session:
+    connector = aiohttp.TCPConnector(ssl=ssl_context(args.get('ca_path')))
+    async with aiohttp.ClientSession(connector=connector) as session:
         while True:
             started = time.monotonic()
             answers = await asyncio.gather(*[_read(session, t, timeout, headers) for t in targets])

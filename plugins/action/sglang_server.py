@@ -61,7 +61,7 @@ class ActionModule(ActionBase):
                                        options['sglang_server_user'], plan, API_KEY_FILE_ENV, USER_ENV, admin_env)
         lookup = lookup_loader.get('ansible.builtin.template', loader=self._loader, templar=self._templar)
         try:
-            exec_start = _sglang_args.systemd_exec(plan['command']) if plan['launcher'] == 'systemd' else ''
+            exec_start = _sglang_args.systemd_exec(plan['command']) if plan.get('launcher') == 'systemd' else ''
             template_vars = {ENVIRONMENT: _sglang_args.render_env_file(env), EXEC_START: exec_start,
                              'sglang_server_plan': plan, '__sglang_server_api_key_file_env': API_KEY_FILE_ENV,
                              '__sglang_server_user_env': USER_ENV, '__sglang_server_admin_api_key_file_env': admin_env}
@@ -184,6 +184,7 @@ class ActionModule(ActionBase):
             problem = _sglang_args.admin_key_problem(spec['engine'], check['version'], check['cli']['options'])
             if problem:
                 result.update(failed=True, msg='%s: %s; nothing was stopped or changed' % (host, problem))
+                return None
         if spec.get('ssl_certfile') and spec['engine'] == 'sglang':
             problem = _tls.server_tls_problem(host, check['version'], check['cli']['options'],
                                               refresh=spec.get('enable_ssl_refresh'))

@@ -23,7 +23,8 @@ def plan(command=None, version='0.5.15.post1', action='none', previous_command=N
 def fleet():
     """A router r1 in front of a prefill p1 and a decode d1 on one address, and a decode d2 on another."""
     hostvars = {
-        'r1': {'group_names': ['sglang_routers']},
+        # keyless beyond loopback: allowed open, so that only the PD checks speak here
+        'r1': {'group_names': ['sglang_routers'], 'llmops_allow_open': True},
         'p1': {'ansible_host': '10.0.0.1', 'sglang_server_disaggregation_mode': 'prefill', 'sglang_server_port': 30000,
                'sglang_server_nccl_port': 31000, 'sglang_server_plan': plan()},
         'd1': {'ansible_host': '10.0.0.1', 'sglang_server_disaggregation_mode': 'decode', 'sglang_server_port': 30001,
@@ -31,7 +32,7 @@ def fleet():
         'd2': {'ansible_host': '10.0.0.2', 'sglang_server_disaggregation_mode': 'decode', 'sglang_server_plan': plan()},
     }
     for host in ('p1', 'd1', 'd2'):
-        hostvars[host]['group_names'] = ['sglang_servers']
+        hostvars[host].update(group_names=['sglang_servers'], llmops_allow_open=True)
     return hostvars
 
 

@@ -5,7 +5,7 @@
 
 """Controller side of llmops.serving.fleet_preflight: the checks that need the whole fleet at
 once (batches against the routers, keys, multi-node groups, the model's heads against TP,
-undeclared variable names), run once before the first batch of a rollout stops anything.
+prefill/decode pairs and ports, undeclared variable names), run once before the first batch of a rollout stops anything.
 The decisions are the pure functions of module_utils/_fleet.py; this file only reads its task's
 arguments, each host's variables and plan (hostvars) and the inventory's groups, and reports."""
 
@@ -45,6 +45,42 @@ def with_defaults(args, play_hosts):
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
+
+    @staticmethod
+    def pd_problems(args, hostvars, servers, routers, workers, plans, batch_list):
+        """The prefill/decode checks (module_utils/_fleet.py): a PD router's prefill and decode servers, their
+        agreement (from the plans of those in the run), a rolling change that would pair old and new servers, and
+        the ports of servers that share an address."""
+        pool = sorted(workers) or list(servers)
+        label = ('router %s' % ', '.join(routers)) if routers else 'the servers of group %s' % args['worker_group']
+        modes = dict((h, _get(hostvars, h, 'sglang_server_disaggregation_mode') or None) for h in pool)
+        problems = _fleet.pd_role_problems(label, modes)
+        members, changes = {}, {}
+        for host in pool:
+            plan = plans.get(host) or {}
+            if not modes[host] or not plan.get('command'):
+                continue
+            identity = _fleet.pd_identity(plan['command'], plan.get('version'))
+            members[host] = {'mode': modes[host], 'identity': identity}
+            if plan.get('action') == 'restart' and plan.get('previous_command'):
+                changes[host] = _fleet.pd_changes(
+                    _fleet.pd_identity(plan['previous_command'], plan.get('previous_version')), identity)
+        problems += _fleet.pd_mismatches(label, members)
+        problems += _fleet.pd_rolling_problems(label, changes, [h for h in pool if modes[h]], batch_list,
+                                               args['pd_mixed_ok'])
+        ports = {}
+        for host in list(servers) + [h for h in pool if h not in servers]:
+            mode = _get(hostvars, host, 'sglang_server_disaggregation_mode')
+            # One machine: one SSH address (two hosts behind one address and distinct SSH ports are two machines).
+            address = _get(hostvars, host, 'ansible_host', host)
+            if _get(hostvars, host, 'ansible_port') is not None:
+                address = '%s (SSH port %s)' % (address, _get(hostvars, host, 'ansible_port'))
+            ports[host] = {'address': address, 'ports': [
+                ('sglang_server_port', _get(hostvars, host, 'sglang_server_port', 30000)),
+                ('sglang_server_nccl_port', _get(hostvars, host, 'sglang_server_nccl_port')),
+                ('sglang_server_disaggregation_bootstrap_port',
+                 _get(hostvars, host, 'sglang_server_disaggregation_bootstrap_port', 8998) if mode == 'prefill' else None)]}
+        return problems + _fleet.port_clashes(ports)
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -88,6 +124,10 @@ class ActionModule(ActionBase):
         problems += _fleet.group_problems(
             dict((h, _get(hostvars, h, 'sglang_server_group_hosts', [])) for h in servers),
             servers, batch_list)
+
+        # Prefill/decode disaggregation: the servers behind the routers (every host of the worker group, in the run
+        # or not), and two servers of one address.
+        problems += self.pd_problems(args, hostvars, servers, routers, workers, plans, batch_list)
 
         # Variable names nothing declares.
         declared = _fleet.declared_names(COLLECTION_ROOT) | set(args['known'])

@@ -43,7 +43,14 @@ class ActionModule(ActionBase):
             return result
 
         venv = args['venv']
-        requirements = _install.requirements(package, args['version'], args['packages'])
+        try:
+            engines = _install.transfer_engine_requirements(
+                args['disaggregation_mode'], args['transfer_backend'], args['transfer_engine_cuda'],
+                {'mooncake': args['mooncake_version'], 'nixl': args['nixl_version']})
+        except ValueError as exc:
+            result.update(failed=True, msg='%s: %s' % (host, exc))
+            return result
+        requirements = _install.requirements(package, args['version'], args['packages'], engines)
         before = self._run_module('llmops.serving.venv_requirements', {'venv': venv, 'requirements': requirements},
                                   task_vars)
         if before.get('failed'):

@@ -123,12 +123,13 @@ class ActionModule(ActionBase):
             command = _sglang_args.launch_command(options['sglang_server_python'], argv, engine=spec['engine'],
                                                   shim=shim)
             speculative = _sglang_args.running_speculative(spec['speculative'])
+            disaggregation = _sglang_args.disaggregation_plan(spec)
         except _sglang_args.LaunchArgsError as exc:
             result.update(failed=True, msg='%s: %s' % (host, exc))
             return None
         service_mgr = (task_vars.get('ansible_facts') or {}).get('service_mgr') or check.get('service_mgr')
         plan = {'launcher': _server_plan.launcher(options['sglang_server_launcher'], service_mgr), 'version': check['version'],
-                'command': command, 'speculative': speculative,
+                'command': command, 'speculative': speculative, 'disaggregation': disaggregation,
                 'model_config': (check.get('configs') or {}).get('sglang_server_model_path') or {}}
         plan.update(gpus)
         plan.update(layout)

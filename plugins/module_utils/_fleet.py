@@ -205,3 +205,150 @@ def speculation_mixed(group_hosts, drafter_of):
                          'while %s run%s a drafter' % (group, ', '.join(off), 's' if len(off) == 1 else '',
                                                        ', '.join(on), 's' if len(on) == 1 else ''))
     return notes
+
+
+# Prefill/decode disaggregation (PD). SGLang checks only the page size and the KV dtype between a prefill and
+# a decode, and the router pairs any prefill with any decode: everything else a pair must share is checked
+# here, from each server's plan (its launch command and release). Each field: how a message names it, and the
+# variable that sets it.
+PD_FIELDS = (
+    ('model', 'model', 'sglang_server_model_path'),
+    ('drafter', 'drafter', 'sglang_server_speculative_draft_model_path'),
+    ('speculative', 'speculative settings', 'sglang_server_speculative_depth and the other speculative variables'),
+    ('page_size', 'page size', '--page-size in sglang_server_extra_args'),
+    ('kv_dtype', 'KV dtype', '--kv-cache-dtype in sglang_server_extra_args'),
+    ('release', 'engine release', 'sglang_server_python / sglang_install_version'),
+)
+# The fields a rolling change must not alter across the prefill and decode servers of one router.
+PD_ROLLING_FIELDS = ('model', 'drafter', 'speculative', 'release')
+PD_MODES = ('prefill', 'decode')
+
+
+def _flag_values(argv, flag):
+    """The values ``argv`` gives ``flag`` (``--flag value`` or ``--flag=value``), in order."""
+    values = []
+    for index, arg in enumerate(argv):
+        if arg == flag and index + 1 < len(argv):
+            values.append(argv[index + 1])
+        elif arg.startswith(flag + '='):
+            values.append(arg[len(flag) + 1:])
+    return values
+
+
+def pd_identity(command, version):
+    """What a prefill and a decode must share, from a server's launch ``command`` and engine ``version``:
+    ``{model, drafter, speculative, page_size, kv_dtype, release}`` as text ('' where the flag is unset)."""
+    argv = [str(arg) for arg in command or []]
+    speculative = []
+    for index, arg in enumerate(argv):
+        name = arg.split('=', 1)[0]
+        if not name.startswith('--speculative-') or name == '--speculative-draft-model-path':
+            continue
+        if '=' in arg:
+            speculative.append(arg)
+        elif index + 1 < len(argv) and not argv[index + 1].startswith('--'):
+            speculative.append('%s %s' % (arg, argv[index + 1]))
+        else:
+            speculative.append(arg)
+
+    def last(flag):
+        values = _flag_values(argv, flag)
+        return values[-1] if values else ''
+    return {'model': last('--model-path') or last('--model'), 'drafter': last('--speculative-draft-model-path'),
+            'speculative': ' '.join(speculative), 'page_size': last('--page-size'), 'kv_dtype': last('--kv-cache-dtype'),
+            'release': str(version or '')}
+
+
+def _shown(value):
+    return value if value != '' else '(unset)'
+
+
+def pd_role_problems(label, modes):
+    """Problems of the servers one router fronts (``label``: how to name the router; ``modes``: host -> its
+    sglang_server_disaggregation_mode, None for none) where any has a mode (a router in PD mode): it needs at
+    least one prefill and one decode, and every server a mode."""
+    if not any(modes.values()):
+        return []
+    problems = []
+    prefill = sorted(h for h, mode in modes.items() if mode == 'prefill')
+    decode = sorted(h for h, mode in modes.items() if mode == 'decode')
+    neither = sorted(h for h, mode in modes.items() if mode not in PD_MODES)
+    for kind, have, other in (('prefill', prefill, decode), ('decode', decode, prefill)):
+        if not have:
+            problems.append('%s runs in prefill/decode mode (%s %s sglang_server_disaggregation_mode %s) but has no %s '
+                            'server: set sglang_server_disaggregation_mode: %s on at least one of its servers'
+                            % (label, ', '.join(other), 'has' if len(other) == 1 else 'have',
+                               'decode' if kind == 'prefill' else 'prefill', kind, kind))
+    if neither:
+        problems.append('%s runs in prefill/decode mode, but %s %s no sglang_server_disaggregation_mode: a server behind '
+                        'a PD router is a prefill or a decode; set it, or put the server behind another router'
+                        % (label, ', '.join(neither), 'has' if len(neither) == 1 else 'have'))
+    return problems
+
+
+def pd_mismatches(label, members):
+    """Problems where the prefill and decode servers of one router (``members``: host -> ``{mode, identity}``,
+    identity from ``pd_identity``) differ in a field of ``PD_FIELDS``: one sentence per field, naming each
+    value with its hosts and the variable to set."""
+    problems = []
+    for field, name, variable in PD_FIELDS:
+        hosts_of = {}
+        for host in sorted(members):
+            hosts_of.setdefault(members[host]['identity'][field], []).append(
+                '%s (%s)' % (host, members[host]['mode']))
+        if len(hosts_of) < 2:
+            continue
+        problems.append('the prefill and decode servers of %s differ in their %s (%s): %s; SGLang would pair them '
+                        'without a word, so every prefill and decode behind one router must share it'
+                        % (label, name, variable, '; '.join('%s on %s' % (_shown(value), ', '.join(hosts))
+                                                            for value, hosts in sorted(hosts_of.items()))))
+    return problems
+
+
+def pd_rolling_problems(label, changes, pd_hosts, batch_list, mixed_ok):
+    """A rollout that would pair old and new servers of one router: ``changes`` (host -> the names of the
+    ``PD_ROLLING_FIELDS`` its restart alters, from its last good command to its plan's) of the prefill and decode
+    servers ``pd_hosts`` of the router. Refused unless ``mixed_ok`` (llmops_pd_mixed_ok) or every one of
+    ``pd_hosts`` restarts with such a change in one batch (no old server is left to pair with a new one)."""
+    changed = dict((host, fields) for host, fields in changes.items() if fields)
+    if not changed or mixed_ok:
+        return []
+    batch_of = dict((h, i) for i, batch in enumerate(batch_list) for h in batch)
+    if set(changed) == set(pd_hosts) and len(set(batch_of.get(h) for h in pd_hosts)) == 1:
+        return []
+    names = dict((field, name) for field, name, _variable in PD_FIELDS)
+    fields = [names[field] for field in PD_ROLLING_FIELDS if any(field in f for f in changed.values())]
+    return ['this deploy changes the %s of prefill/decode servers of %s (%s) one batch at a time: while it rolls, '
+            'a server of the new %s would pair with one of the old through the router (SGLang does not check it). '
+            'Deploy the change blue-green behind a second router (README, "Prefill/decode disaggregation"), or set '
+            'llmops_pd_mixed_ok: true to roll it anyway'
+            % (' and '.join(fields), label, ', '.join(sorted(changed)), ' and '.join(fields))]
+
+
+def pd_changes(identity_before, identity_after):
+    """The ``PD_ROLLING_FIELDS`` that differ between two ``pd_identity`` results."""
+    return [field for field in PD_ROLLING_FIELDS if identity_before.get(field) != identity_after.get(field)]
+
+
+def port_clashes(servers):
+    """Problems where servers of one address (``servers``: host -> ``{address, ports}``, ports a list of
+    (variable, port) it listens on; a null port is left out) would listen on the same port."""
+    problems = []
+    by_address = {}
+    for host in sorted(servers):
+        by_address.setdefault(servers[host]['address'], []).append(host)
+    for address, hosts in sorted(by_address.items()):
+        if len(hosts) < 2:
+            continue
+        users = {}
+        for host in hosts:
+            for variable, port in servers[host]['ports']:
+                if port not in (None, ''):
+                    users.setdefault(int(port), []).append('%s of %s' % (variable, host))
+        for port, who in sorted(users.items()):
+            if len(set(entry.rsplit(' of ', 1)[1] for entry in who)) > 1:
+                problems.append('%s share the address %s and would both listen on port %d (%s): give each server of '
+                                'a host its own sglang_server_port, sglang_server_nccl_port and '
+                                'sglang_server_disaggregation_bootstrap_port'
+                                % (', '.join(hosts), address, port, ', '.join(who)))
+    return problems

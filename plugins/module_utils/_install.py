@@ -60,9 +60,41 @@ def driver_message(gpus, engine, host, nvidia_smi_path):
             % (engine, host, problem))
 
 
-def requirements(package, version, packages):
-    """The pins to install: the engine's, then ``sglang_install_packages``."""
-    return ['%s==%s' % (package, version)] + list(packages)
+# The transfer engine a prefill/decode server's backend loads (SGLang imports it at start-up; none is a dependency
+# of the sglang wheel), per CUDA major version of the host's torch. The ``nixl`` meta package (1.5.2) pins a wheel
+# that is not published: the CUDA-specific package is installed instead.
+TRANSFER_ENGINES = {
+    'mooncake': {'12': 'mooncake-transfer-engine', '13': 'mooncake-transfer-engine-cuda13'},
+    'nixl': {'12': 'nixl-cu12', '13': 'nixl-cu13'},
+}
+# The backends of each engine (null is SGLang's default, mooncake; fake loads none).
+TRANSFER_ENGINE_OF = {None: 'mooncake', 'mooncake': 'mooncake', 'mooncake_tcp': 'mooncake', 'nixl': 'nixl'}
+
+
+def _name(requirement):
+    return re.split(r'[=<>!~ ;\[]', requirement, 1)[0].strip().lower().replace('_', '-')
+
+
+def transfer_engine_requirements(mode, backend, cuda, versions):
+    """The transfer engine pins a server of ``mode`` (sglang_server_disaggregation_mode: prefill, decode or None)
+    with ``backend`` (its transfer backend, None for SGLang's default mooncake) needs: none without a mode or with
+    ``fake``. ``cuda``: the CUDA major version of the host's torch (``'12'`` or ``'13'``); ``versions``: engine ->
+    version (``mooncake``, ``nixl``)."""
+    if not mode or backend == 'fake':
+        return []
+    engine = TRANSFER_ENGINE_OF.get(backend)
+    if engine is None:
+        raise ValueError('sglang_install_transfer_backend %s is no transfer backend this collection installs an '
+                         'engine for (mooncake, mooncake_tcp, nixl, fake)' % backend)
+    return ['%s==%s' % (TRANSFER_ENGINES[engine][str(cuda)], versions[engine])]
+
+
+def requirements(package, version, packages, transfer_engines=()):
+    """The pins to install: the engine's, then ``sglang_install_packages``, then the ``transfer_engines``
+    (``transfer_engine_requirements``) that ``sglang_install_packages`` does not pin itself."""
+    pinned = set(_name(item) for item in packages)
+    return ['%s==%s' % (package, version)] + list(packages) + [
+        item for item in transfer_engines if _name(item) not in pinned]
 
 
 def wheelhouse_on_host(wheelhouse, on_host, dest):

@@ -14,7 +14,8 @@ PREFIX = 'sglang_server_'
 # Role options that go into the launch spec under their name without the prefix.
 SPEC_OPTIONS = ('engine', 'model_path', 'served_model_name', 'tp_size', 'dist_timeout', 'host', 'port',
                 'mem_fraction_static', 'max_running_requests', 'cuda_graph_max_bs', 'enable_metrics',
-                'trust_remote_code', 'extra_args')
+                'trust_remote_code', 'extra_args', 'nccl_port', 'disaggregation_mode', 'disaggregation_transfer_backend',
+                'disaggregation_bootstrap_port', 'disaggregation_ib_device', 'disaggregation_kv_checksum')
 SPECULATIVE_OPTIONS = ('algorithm', 'draft_model_path', 'depth', 'num_steps', 'eagle_topk', 'num_draft_tokens',
                        'adaptive', 'adaptive_config')
 # Every role option the plan reads.

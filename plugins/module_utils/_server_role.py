@@ -41,7 +41,7 @@ DEFAULTS = {'engine': 'sglang', 'served_model_name': '', 'tp_size': 8, 'host': '
             'group_hosts': [], 'dist_init_port': 20000, 'gpus': [], 'env': {}, 'python': '/usr/bin/python3',
             'launcher': '', 'name': 'main', 'config_dir': '/etc/llmops', 'run_dir': '/run/llmops',
             'user_home': '/var/lib/sglang', 'state_dir': '/var/lib/llmops/last-good', 'user_groups': [], 'api_key': '',
-            'smoke': True}
+            'smoke': True, 'disaggregation_bootstrap_port': 8998, 'disaggregation_kv_checksum': False}
 
 
 def role_options(args):
@@ -118,7 +118,7 @@ def decision(plan, process_status, unit_status, files, restart):
     read: ``process_status`` of llmops.serving.server_process, ``unit_status`` of systemd_service; ``enabled`` is
     false for a unit that is not), what the launch files' comparison found (``files``: llmops.serving.launch_files
     in check mode: ``files_changed``, ``changed_files``, ``users_to_fix``, ``last_good_current``, and
-    ``previous_version``, the version of the newest last good record) and the ``action``: ``start`` where the
+    ``previous_version`` and ``previous_command``, the version and command of the newest last good record) and the ``action``: ``start`` where the
     server does not run, ``restart`` where a file changed or ``restart`` is asked, else ``none``."""
     status = unit_status.get('status') or {}
     if plan['launcher'] == 'process':
@@ -130,7 +130,7 @@ def decision(plan, process_status, unit_status, files, restart):
     changed = list(files.get('changed_files') or [])
     result = dict(plan, running=running, pid=pid, enabled=enabled, files_changed=bool(changed), changed_files=changed,
                   users_to_fix=list(files.get('users_to_fix') or []), last_good_current=bool(last_good.get('current', False)),
-                  previous_version=last_good.get('version'))
+                  previous_version=last_good.get('version'), previous_command=list(last_good.get('command') or []))
     result['action'] = 'start' if not running else ('restart' if changed or restart else 'none')
     return result
 

@@ -72,6 +72,23 @@ ADAPTIVE_NEEDS_NO_OVERLAP_UNTIL = (0, 5, 11)
 # Adaptive runs only for these algorithms and with top-k 1 (else SGLang falls back to static).
 ADAPTIVE_ALGORITHMS = ('EAGLE', 'EAGLE3')
 
+# Prefill/decode disaggregation (tests/releases/fixtures, the parsers of 0.5.11 ... 0.5.23):
+# --disaggregation-mode {null,prefill,decode}, --disaggregation-transfer-backend (default mooncake),
+# --disaggregation-bootstrap-port (default 8998; the prefill listens on it), --disaggregation-ib-device in every
+# checked release. The backends this collection deploys, each with the first checked release that has it:
+# mooncake_tcp is mooncake with MC_FORCE_TCP=1, which the release itself sets (os.environ.setdefault, in its
+# arg_groups/pd_disaggregation_hook.py, 0.5.13.post1 and 0.5.15.post1 read), so the launch files do not add it.
+# fake moves no KV and is decode-only (the release asserts "Prefill server does not support 'fake'").
+DISAGGREGATION_MODES = ('prefill', 'decode')
+DISAGGREGATION_BACKENDS_SINCE = (
+    ((0, 5, 11), ('mooncake', 'nixl', 'fake')),
+    ((0, 5, 13), ('mooncake_tcp',)),
+)
+DEFAULT_TRANSFER_BACKEND = 'mooncake'
+DEFAULT_BOOTSTRAP_PORT = 8998
+# --disaggregation-enable-kv-checksum: from 0.5.21.
+KV_CHECKSUM_SINCE = (0, 5, 21)
+
 # Options registered with help=SUPPRESS: real but absent from --help, per version range
 # (first, last or None for "still there").
 HIDDEN_OPTIONS = {
@@ -352,7 +369,9 @@ def build_argv(spec, version=None, options=None):
     dist_timeout, host, port, mem_fraction_static, max_running_requests, cuda_graph_max_bs,
     enable_metrics, trust_remote_code, speculative (algorithm, draft_model_path, depth
     or num_steps/eagle_topk/num_draft_tokens; adaptive and adaptive_config for SGLang's
-    ``--speculative-adaptive``, the depth then being where it starts) and extra_args. ``version`` and
+    ``--speculative-adaptive``, the depth then being where it starts), nccl_port, the prefill/decode
+    settings (disaggregation_mode, disaggregation_transfer_backend, disaggregation_bootstrap_port,
+    disaggregation_ib_device, disaggregation_kv_checksum: ``disaggregation_args``) and extra_args. ``version`` and
     ``options`` (the installed server's ``parse_help``) select version-dependent flags;
     with ``options`` the result is checked against them. Without either, a flag whose
     spelling depends on the version becomes a ``VERSION_DEPENDENT`` placeholder: the
@@ -370,6 +389,7 @@ def build_argv(spec, version=None, options=None):
     if spec.get('enable_metrics') and sglang:
         argv.append('--enable-metrics')
     argv += _speculative_args(spec.get('speculative') or {}, sglang, version, options)
+    argv += disaggregation_args(spec, sglang, version, options)
     extra = extra_args_list(spec.get('extra_args'))
     _refuse_secrets(extra)
     argv += extra
@@ -499,6 +519,103 @@ def _speculative_args(spec_dec, sglang, version, options):
                   ('--speculative-eagle-topk', settings['eagle_topk']),
                   ('--speculative-num-draft-tokens', settings['num_draft_tokens'])) + (
         _adaptive_args(version, adaptive_config) if adaptive else [])
+
+
+def _since(table, name):
+    return next((first for first, names in table if name in names), None)
+
+
+def transfer_backends(version):
+    """The transfer backends of ``version`` this collection deploys (``DISAGGREGATION_BACKENDS_SINCE``); every
+    one for an unknown version."""
+    parsed = _version(version)
+    return [name for first, names in DISAGGREGATION_BACKENDS_SINCE for name in names
+            if parsed is None or parsed < OLDEST_CHECKED or parsed >= first]
+
+
+def disaggregation_settings(spec):
+    """``{mode, transfer_backend, bootstrap_port, ib_device, kv_checksum}`` of a launch ``spec``: mode None (no
+    disaggregation), prefill or decode; the backend null is the release's default (mooncake); the bootstrap port
+    null is 8998. Raises LaunchArgsError naming the role variable for a setting no release takes."""
+    mode = spec.get('disaggregation_mode') or None
+    if mode in ('null', 'none'):
+        mode = None
+    if mode is not None and mode not in DISAGGREGATION_MODES:
+        raise LaunchArgsError('sglang_server_disaggregation_mode must be prefill, decode or null, got %r' % (mode,))
+    backend = spec.get('disaggregation_transfer_backend') or None
+    known = [name for _first, names in DISAGGREGATION_BACKENDS_SINCE for name in names]
+    if backend is not None and backend not in known:
+        raise LaunchArgsError('sglang_server_disaggregation_transfer_backend must be one of %s (or null: %s), got %r'
+                              % (', '.join(known), DEFAULT_TRANSFER_BACKEND, backend))
+    port = spec.get('disaggregation_bootstrap_port')
+    port = DEFAULT_BOOTSTRAP_PORT if port is None else _positive_int(
+        'sglang_server_disaggregation_bootstrap_port', port, maximum=65535)
+    return {'mode': mode, 'transfer_backend': backend or DEFAULT_TRANSFER_BACKEND, 'bootstrap_port': port,
+            'ib_device': spec.get('disaggregation_ib_device') or None,
+            'kv_checksum': _switch('sglang_server_disaggregation_kv_checksum', spec.get('disaggregation_kv_checksum'))}
+
+
+def disaggregation_plan(spec):
+    """What a plan shows of a server's part in prefill/decode disaggregation: ``{mode, transfer_backend,
+    bootstrap_port}``, the backend and the port None where they do not apply (no mode; a decode's port)."""
+    settings = disaggregation_settings(spec)
+    mode = settings['mode']
+    return {'mode': mode, 'transfer_backend': settings['transfer_backend'] if mode else None,
+            'bootstrap_port': settings['bootstrap_port'] if mode == 'prefill' else None}
+
+
+def disaggregation_args(spec, sglang=True, version=None, options=None):
+    """``--nccl-port`` where set, and the prefill/decode flags of ``spec`` for SGLang ``version``: nothing without
+    a disaggregation mode; ``--disaggregation-bootstrap-port`` on a prefill only (the decode learns its prefill's
+    from the router). Raises LaunchArgsError naming the variable and the release for a backend or flag the
+    release lacks (``version``; the installed server's ``options`` where known), ``fake`` on a prefill, and
+    settings of a mode on a server without one."""
+    argv = _pairs(('--nccl-port', _positive_int('sglang_server_nccl_port', spec.get('nccl_port'), maximum=65535)))
+    settings = disaggregation_settings(spec)
+    mode, backend = settings['mode'], settings['transfer_backend']
+    if mode is None:
+        given = [name for name in ('transfer_backend', 'ib_device') if spec.get('disaggregation_' + name)]
+        given += ['kv_checksum'] if settings['kv_checksum'] else []
+        if given:
+            raise LaunchArgsError('%s %s set but sglang_server_disaggregation_mode is null: set it to prefill or '
+                                  'decode, or unset %s' % (', '.join('sglang_server_disaggregation_' + name for name in given),
+                                                           'is' if len(given) == 1 else 'are',
+                                                           'it' if len(given) == 1 else 'them'))
+        return argv
+    if not sglang:
+        raise LaunchArgsError('sglang_server_disaggregation_mode %s is an SGLang setting; vLLM has no such flag' % mode)
+    if backend == 'fake' and mode == 'prefill':
+        raise LaunchArgsError('sglang_server_disaggregation_transfer_backend fake is for a decode server only (it moves '
+                              'no KV; SGLang asserts "Prefill server does not support \'fake\'"): a prefill needs '
+                              'mooncake, mooncake_tcp or nixl')
+    if backend == 'mooncake_tcp' and settings['ib_device']:
+        raise LaunchArgsError('sglang_server_disaggregation_ib_device %s is set with the transfer backend mooncake_tcp, '
+                              'whose TCP transport SGLang runs without an InfiniBand device (it drops the setting): '
+                              'unset it, or use mooncake' % settings['ib_device'])
+    parsed = _version(version)
+    if parsed is not None and parsed >= OLDEST_CHECKED and backend not in transfer_backends(version):
+        raise LaunchArgsError('sglang_server_disaggregation_transfer_backend %s needs SGLang %s or newer (this is %s)'
+                              % (backend, _since_label(_since(DISAGGREGATION_BACKENDS_SINCE, backend)), version))
+    choices = (options.get('--disaggregation-transfer-backend') or {}).get('choices') if options else None
+    if choices and backend not in choices:
+        raise LaunchArgsError('sglang_server_disaggregation_transfer_backend %s: the installed SGLang %s accepts %s'
+                              % (backend, version, ', '.join(choices)))
+    if settings['kv_checksum']:
+        lacks = ('--disaggregation-enable-kv-checksum' not in options if options else
+                 parsed is not None and OLDEST_CHECKED <= parsed < KV_CHECKSUM_SINCE)
+        if lacks:
+            raise LaunchArgsError('sglang_server_disaggregation_kv_checksum needs SGLang %s or newer '
+                                  '(--disaggregation-enable-kv-checksum; this is %s)'
+                                  % (_since_label(KV_CHECKSUM_SINCE), version))
+    argv += ['--disaggregation-mode', mode]
+    if spec.get('disaggregation_transfer_backend'):
+        argv += ['--disaggregation-transfer-backend', backend]
+    if mode == 'prefill':
+        argv += ['--disaggregation-bootstrap-port', str(settings['bootstrap_port'])]
+    argv += _pairs(('--disaggregation-ib-device', settings['ib_device']))
+    if settings['kv_checksum']:
+        argv.append('--disaggregation-enable-kv-checksum')
+    return argv
 
 
 def _switch(name, value):

@@ -26,6 +26,18 @@ description:
   - with O(strict), a variable named with a prefix of this collection (C(sglang_server_), C(sglang_router_),
     C(llmops_)) that nothing in the collection declares. Without O(strict) each one is a warning that names the
     closest declared name.
+  - the servers behind the routers (the hosts of O(worker_group)) run prefill/decode disaggregation
+    (C(sglang_server_disaggregation_mode) on any of them) without at least one prefill and one decode, or with a
+    server that has no mode;
+  - the prefill and decode servers behind the routers differ in model, drafter, speculative settings, page size
+    (C(--page-size)), KV dtype (C(--kv-cache-dtype)) or engine release, read from each plan's launch command and
+    version (SGLang checks only page size and KV dtype between them, and the router pairs any prefill with any
+    decode);
+  - the rollout would restart prefill or decode servers with another model, drafter, speculative settings or
+    release than their last good record, one batch at a time, so that old and new servers would pair - unless
+    O(pd_mixed_ok) (the README says how to do it blue-green behind a second router);
+  - two servers of one address (C(ansible_host)) would listen on the same port (C(sglang_server_port),
+    C(sglang_server_nccl_port), a prefill's C(sglang_server_disaggregation_bootstrap_port)).
   - Warns about hosts of one inventory group that serve without speculative decoding while others run a drafter.
   - Changes nothing, on any host.
 author:
@@ -59,6 +71,13 @@ options:
   worker_group:
     description: The inventory group of the servers the routers front (C(sglang_router_worker_group)). V(null) means V(sglang_servers).
     type: str
+  pd_mixed_ok:
+    description:
+      - Roll a change of model, drafter, speculative settings or release across the prefill and decode servers of a
+        router one batch at a time although old and new servers pair while it rolls (C(llmops_pd_mixed_ok)).
+      - V(null) means V(false).
+    type: bool
+    version_added: 1.1.0
 notes:
   - Run it with C(run_once), in a play without C(serial), after the plan of every host.
 '''
@@ -112,10 +131,11 @@ ARGUMENT_SPEC = dict(
     known=dict(type='list', elements='str'),
     router_group=dict(type='str'),
     worker_group=dict(type='str'),
+    pd_mixed_ok=dict(type='bool'),
 )
 
 # The value of an option left out or null (hosts: the play's, ansible_play_hosts_all).
-DEFAULTS = dict(strict=False, known=[], router_group='sglang_routers', worker_group='sglang_servers')
+DEFAULTS = dict(strict=False, known=[], router_group='sglang_routers', worker_group='sglang_servers', pd_mixed_ok=False)
 
 
 def main():

@@ -250,7 +250,15 @@ last_good:
       type: str
       returned: success
       version_added: 1.0.0
-  sample: {found: true, current: true, version: 0.5.15.post1}
+    command:
+      description:
+        - The launch command of the newest record (its C(metadata.command)); empty when there is none. The fleet
+          preflight compares it with the plan's for the servers of a prefill/decode router.
+      type: list
+      elements: str
+      returned: success
+      version_added: 1.1.0
+  sample: {found: true, current: true, version: 0.5.15.post1, command: [/opt/llmops/sglang-0.5.15.post1/bin/python]}
 '''
 
 import grp
@@ -433,7 +441,7 @@ def users_to_fix(users):
 
 
 def last_good_state(module, store, wanted):
-    """``{found, current, version}`` of the newest record ``store`` of O(last_good) against the files of ``wanted`` ({path: item});
+    """``{found, current, version, command}`` of the newest record ``store`` of O(last_good) against the files of ``wanted`` ({path: item});
     an unreadable or invalid record is a warning, and not current."""
     options = module.params['last_good']
     found, old = False, None
@@ -446,8 +454,10 @@ def last_good_state(module, store, wanted):
         module.warn('the last good record of server %s cannot be compared (taken as not current): %s'
                     % (options['name'], exc))
         current = False
-    version = old['metadata'].get('version') if old else None
-    return dict(found=found, current=current, version=None if version is None else str(version))
+    metadata = (old or {}).get('metadata') or {}
+    version = metadata.get('version')
+    return dict(found=found, current=current, version=None if version is None else str(version),
+                command=[str(arg) for arg in metadata.get('command') or []])
 
 
 def main():

@@ -93,6 +93,39 @@ options:
       never pruned. V('') for none.
     type: str
     default: ''
+  disaggregation_mode:
+    description:
+      - The prefill/decode mode of the host's server (C(sglang_install_disaggregation_mode), by default its
+        C(sglang_server_disaggregation_mode)), V(prefill) or V(decode). With one, the transfer engine of
+        O(transfer_backend) is installed with the engine; none where it is null.
+    type: str
+    version_added: 1.1.0
+  transfer_backend:
+    description:
+      - The server's transfer backend (C(sglang_install_transfer_backend), by default its
+        C(sglang_server_disaggregation_transfer_backend)); null is SGLang's default, V(mooncake).
+      - V(mooncake) and V(mooncake_tcp) install C(mooncake-transfer-engine) (CUDA 12) or
+        C(mooncake-transfer-engine-cuda13) (CUDA 13) at O(mooncake_version); V(nixl) installs C(nixl-cu12) or
+        C(nixl-cu13) at O(nixl_version) (not the C(nixl) meta package, whose 1.5.2 pins a wheel that is not
+        published); V(fake) installs nothing. A package of that name in O(packages) is installed as pinned there.
+    type: str
+    version_added: 1.1.0
+  transfer_engine_cuda:
+    description: The CUDA major version of the virtualenv's torch, which picks the transfer engine's build (C(sglang_install_transfer_engine_cuda)).
+    type: str
+    choices: ['12', '13']
+    default: '13'
+    version_added: 1.1.0
+  mooncake_version:
+    description: The release of the mooncake transfer engine (C(sglang_install_mooncake_version)).
+    type: str
+    default: 0.3.14
+    version_added: 1.1.0
+  nixl_version:
+    description: The release of the NIXL transfer engine (C(sglang_install_nixl_version)).
+    type: str
+    default: 1.5.1
+    version_added: 1.1.0
 author:
   - llmops.serving contributors (@llmops)
 '''
@@ -179,6 +212,11 @@ ARGUMENT_SPEC = dict(
     pip_extra_args=dict(type='str', default=''),
     state_dir=dict(type='path', default='/var/lib/llmops/last-good'),
     server_python=dict(type='str', default=''),
+    disaggregation_mode=dict(type='str'),
+    transfer_backend=dict(type='str'),
+    transfer_engine_cuda=dict(type='str', default='13', choices=['12', '13']),
+    mooncake_version=dict(type='str', default='0.3.14'),
+    nixl_version=dict(type='str', default='1.5.1'),
 )
 
 

@@ -209,6 +209,44 @@ options:
       - The role variable C(sglang_server_log_path) (see the C(sglang_server) role's argument specification).
       - C(/var/log/llmops/sglang-<name>.log) when null.
     type: path
+  nccl_port:
+    description:
+      - The role variable C(sglang_server_nccl_port) (see the C(sglang_server) role's argument specification),
+        C(--nccl-port); null leaves SGLang's (a random free port).
+      - Two servers on one host need distinct ports (M(llmops.serving.fleet_preflight) refuses a clash).
+    type: int
+    version_added: 1.1.0
+  disaggregation_mode:
+    description:
+      - The role variable C(sglang_server_disaggregation_mode) (see the C(sglang_server) role's argument specification),
+        C(--disaggregation-mode) - V(prefill) or V(decode); null is a server that does both prefill and decode.
+      - Any other value is refused.
+    type: str
+    version_added: 1.1.0
+  disaggregation_transfer_backend:
+    description:
+      - The role variable C(sglang_server_disaggregation_transfer_backend), C(--disaggregation-transfer-backend); null
+        leaves the release's default, V(mooncake). One of V(mooncake), V(mooncake_tcp), V(nixl), V(fake).
+      - V(mooncake_tcp) needs SGLang 0.5.13 or newer (the release sets C(MC_FORCE_TCP=1) itself); V(fake) moves no KV
+        and is refused on a prefill. A backend the installed release lacks is refused, naming the release.
+    type: str
+    version_added: 1.1.0
+  disaggregation_bootstrap_port:
+    description:
+      - The role variable C(sglang_server_disaggregation_bootstrap_port), C(--disaggregation-bootstrap-port) of a prefill
+        (where the decode servers reach it); V(8998) when null. Not passed to a decode.
+    type: int
+    version_added: 1.1.0
+  disaggregation_ib_device:
+    description: The role variable C(sglang_server_disaggregation_ib_device), C(--disaggregation-ib-device); null lets SGLang detect them.
+    type: str
+    version_added: 1.1.0
+  disaggregation_kv_checksum:
+    description:
+      - The role variable C(sglang_server_disaggregation_kv_checksum), C(--disaggregation-enable-kv-checksum) (SGLang
+        0.5.21 or newer); V(false) when null.
+    type: bool
+    version_added: 1.1.0
 notes:
   - The role's options are documented in the C(sglang_server) role's argument specification.
 seealso:
@@ -358,6 +396,18 @@ plan:
     min_accept_length:
       description: O(min_accept_length) where O(speculative_draft_model_path) is set, else null.
       type: float
+    disaggregation:
+      description:
+        - The server's part in prefill/decode disaggregation - C(mode) (V(prefill), V(decode) or null),
+          C(transfer_backend) (the one that runs, V(mooncake) where unset) and C(bootstrap_port) (a prefill's, else null).
+      type: dict
+      version_added: 1.1.0
+      sample: {mode: prefill, transfer_backend: mooncake_tcp, bootstrap_port: 8998}
+    previous_command:
+      description: The launch command of the newest last good record (what the server last passed its checks with); empty without one.
+      type: list
+      elements: str
+      version_added: 1.1.0
     action:
       description:
         - V(start) where the server does not run, V(restart) where a launch file changed or O(restart) is set,
@@ -503,6 +553,12 @@ ARGUMENT_SPEC = dict(
     user_groups=dict(type='list', elements='str'),
     api_key=dict(type='str', no_log=True),
     log_path=dict(type='path'),
+    nccl_port=dict(type='int'),
+    disaggregation_mode=dict(type='str'),
+    disaggregation_transfer_backend=dict(type='str'),
+    disaggregation_bootstrap_port=dict(type='int'),
+    disaggregation_ib_device=dict(type='str'),
+    disaggregation_kv_checksum=dict(type='bool'),
 )
 
 

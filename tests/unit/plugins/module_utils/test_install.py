@@ -90,3 +90,31 @@ def test_probe_meets_a_pin_with_its_local_build():
     answer = json.loads(out)
     assert answer['missing'] == ['pytest==0.0.1', 'no-such-package-here==1.0']
     assert answer['packages']['no-such-package-here==1.0'] is None and 'version' in answer
+
+
+@pytest.mark.parametrize('mode,backend,cuda,expected', [
+    (None, None, '13', []),
+    (None, 'nixl', '13', []),
+    ('prefill', None, '13', ['mooncake-transfer-engine-cuda13==0.3.14']),
+    ('decode', 'mooncake', '12', ['mooncake-transfer-engine==0.3.14']),
+    ('prefill', 'mooncake_tcp', '13', ['mooncake-transfer-engine-cuda13==0.3.14']),
+    ('decode', 'nixl', '12', ['nixl-cu12==1.5.1']),
+    ('prefill', 'nixl', '13', ['nixl-cu13==1.5.1']),
+    ('decode', 'fake', '13', []),
+])
+def test_transfer_engine_of_a_pd_server(mode, backend, cuda, expected):
+    versions = {'mooncake': '0.3.14', 'nixl': '1.5.1'}
+    assert _install.transfer_engine_requirements(mode, backend, cuda, versions) == expected
+
+
+def test_an_unknown_backend_names_the_variable():
+    with pytest.raises(ValueError, match='sglang_install_transfer_backend ascend is no transfer backend'):
+        _install.transfer_engine_requirements('decode', 'ascend', '13', {'mooncake': '1', 'nixl': '1'})
+
+
+def test_the_transfer_engine_follows_the_pins_and_yields_to_the_sites():
+    assert _install.requirements('sglang', '0.5.15.post1', ['torch==2.11.0'], ['nixl-cu13==1.5.1']) == [
+        'sglang==0.5.15.post1', 'torch==2.11.0', 'nixl-cu13==1.5.1']
+    # a pin of the same package in sglang_install_packages wins
+    assert _install.requirements('sglang', '0.5.15.post1', ['nixl_cu13==1.5.0'], ['nixl-cu13==1.5.1']) == [
+        'sglang==0.5.15.post1', 'nixl_cu13==1.5.0']

@@ -160,6 +160,10 @@ def test_a_failed_write_leaves_the_old_file_whole(capsys, tmp_path, wanted, monk
     assert sorted(os.listdir(script.parent)) == ['main.env', 'main.key', 'main.sh']
 
 
+# The launch command a record holds (RV(last_good.command), the fleet preflight's previous command).
+COMMAND = ['/opt/llmops/sglang-0.5.15/bin/python', '/etc/llmops/llmops_launch.py', 'sglang.launch_server', '--port', '30000']
+
+
 @pytest.fixture
 def recorded(capsys, tmp_path, wanted):
     """``wanted`` written, and recorded by last_good_config with a drafter fingerprint; its ``last_good`` option
@@ -167,7 +171,7 @@ def recorded(capsys, tmp_path, wanted):
     run(capsys, **wanted)
     drafter = tmp_path / 'drafter'
     write_drafter(str(drafter))
-    last_good = dict(name='main', state_dir=str(tmp_path / 'state'), metadata={'version': '0.5.15', 'depth': 16},
+    last_good = dict(name='main', state_dir=str(tmp_path / 'state'), metadata={'version': '0.5.15', 'depth': 16, 'command': COMMAND},
                      files=[wanted['secrets'][0]['path'], wanted['files'][0]['path']], fingerprints=[str(drafter)])
     record = run_main(last_good_config.main, capsys, state='recorded', **last_good)[0]
     assert record['changed'] and len(record['fingerprints']) == 2
@@ -182,7 +186,7 @@ def would_record(capsys, case):
 @pytest.mark.parametrize('check', [True, False])
 def test_last_good_is_current_for_the_files_and_metadata_recorded(capsys, recorded, check):
     result, out = run(capsys, check=check, **recorded)
-    assert result['last_good'] == dict(found=True, current=True, version='0.5.15') and not result['changed']
+    assert result['last_good'] == dict(found=True, current=True, version='0.5.15', command=COMMAND) and not result['changed']
     assert SECRET not in out
     assert not would_record(capsys, recorded)['changed']
 
@@ -196,7 +200,7 @@ def test_last_good_compares_the_wanted_files_not_the_hosts(capsys, recorded):
     record = os.path.join(recorded['last_good']['state_dir'], 'main.json')
     before = os.stat(record).st_mtime_ns
     result = run(capsys, check=True, **recorded)[0]
-    assert result['changed_files'] == [script] and result['last_good'] == dict(found=True, current=True, version='0.5.15')
+    assert result['changed_files'] == [script] and result['last_good'] == dict(found=True, current=True, version='0.5.15', command=COMMAND)
     assert os.stat(record).st_mtime_ns == before
 
 
@@ -235,7 +239,7 @@ def _fewer_files(case, tmp_path):
 def test_last_good_is_not_current_when_a_recorded_part_differs(capsys, tmp_path, recorded, change, check):
     change(recorded, tmp_path)
     result, out = run(capsys, check=check, **recorded)
-    assert result['last_good'] == dict(found=True, current=False, version='0.5.15')
+    assert result['last_good'] == dict(found=True, current=False, version='0.5.15', command=COMMAND)
     assert SECRET not in out
     if not check:  # last_good_config agrees: recording now that the files are written would change the record
         assert would_record(capsys, recorded)['changed']
@@ -245,7 +249,7 @@ def test_last_good_is_not_current_when_a_recorded_part_differs(capsys, tmp_path,
 def test_last_good_without_a_record_is_not_found(capsys, tmp_path, wanted, check):
     last_good = dict(name='main', state_dir=str(tmp_path / 'state'), files=[wanted['files'][0]['path']])
     result = run(capsys, check=check, last_good=last_good, **wanted)[0]
-    assert result['last_good'] == dict(found=False, current=False, version=None)
+    assert result['last_good'] == dict(found=False, current=False, version=None, command=[])
     assert not (tmp_path / 'state').exists()
 
 
@@ -259,7 +263,7 @@ def test_a_bad_record_is_a_warning_and_not_current(capsys, monkeypatch, recorded
         handle.write(content)
     warnings = record_warnings(monkeypatch)
     result = run(capsys, check=True, **recorded)[0]
-    assert result['last_good'] == dict(found=True, current=False, version=None) and 'failed' not in result
+    assert result['last_good'] == dict(found=True, current=False, version=None, command=[]) and 'failed' not in result
     assert len(warnings) == 1 and 'main.json is not a valid record' in warnings[0]
 
 

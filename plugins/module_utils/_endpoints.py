@@ -49,9 +49,16 @@ def server_endpoint(host, variables, address=None):
             'url': url(address, port), 'local_url': local_url(bind, port)}
 
 
+# A server's role in prefill/decode disaggregation (the sglang_server role's variables, its default bootstrap port).
+DISAGGREGATION_MODES = ('prefill', 'decode')
+BOOTSTRAP_PORT = 8998
+
+
 def worker_urls(hosts, hostvars):
     """``{host: URL}`` the router reaches the server of each of ``hosts`` at: the host's
-    ``sglang_router_worker_url`` where set, else the URL of its server's endpoint."""
+    ``sglang_router_worker_url`` where set, else the URL of its server's endpoint. A host whose
+    ``sglang_server_disaggregation_mode`` is prefill or decode maps to ``{url, worker_type, bootstrap_port}``
+    instead (its ``sglang_server_disaggregation_bootstrap_port``, default 8998, for a prefill; None for a decode)."""
     urls = {}
     for host in hosts:
         variables = hostvars[host]
@@ -59,4 +66,10 @@ def worker_urls(hosts, hostvars):
             urls[host] = variables['sglang_router_worker_url']
         else:
             urls[host] = server_endpoint(host, variables)['url']
+        mode = variables.get('sglang_server_disaggregation_mode')
+        if mode in DISAGGREGATION_MODES:
+            port = variables.get('sglang_server_disaggregation_bootstrap_port')
+            urls[host] = {'url': urls[host], 'worker_type': mode,
+                          'bootstrap_port': (int(port) if port not in (None, '') else BOOTSTRAP_PORT)
+                          if mode == 'prefill' else None}
     return urls

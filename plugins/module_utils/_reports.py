@@ -24,10 +24,17 @@ def router_status_text(statuses):
     for host, status in statuses:
         text += ' %s: router ready=%s %s; ' % (host, status.get('ready'), status.get('url'))
         for worker in status.get('workers') or []:
-            text += '%s: worker %s healthy=%s breaker=%s load=%s; ' % (
-                host, worker.get('url'), worker.get('healthy'), worker.get('breaker'), worker.get('load'))
+            kind = ''
+            if worker.get('worker_type') in ('prefill', 'decode'):
+                kind = worker['worker_type'] + (' bootstrap_port=%s' % worker.get('bootstrap_port')
+                                                if worker['worker_type'] == 'prefill' else '') + ' '
+            text += '%s: worker %s %shealthy=%s breaker=%s load=%s; ' % (
+                host, worker.get('url'), kind, worker.get('healthy'), worker.get('breaker'), worker.get('load'))
         for url in status.get('missing') or []:
             text += '%s: worker %s not in the router; ' % (host, url)
+        if 'pairs' in status:  # PD mode: the router pairs any healthy prefill with any healthy decode
+            text += '%s: pairs prefill=[%s] x decode=[%s]; ' % (host, ', '.join(status['pairs'].get('prefill') or []),
+                                                                ', '.join(status['pairs'].get('decode') or []))
     return text
 
 

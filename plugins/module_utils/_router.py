@@ -22,6 +22,54 @@ from ansible_collections.llmops.serving.plugins.module_utils import _server_api,
 # What register does with the router's entry of the server: nothing, add it, or remove it and add it afresh
 # (an entry whose circuit breaker is open would get no traffic until the breaker's timeout).
 KEEP, ADD, RE_ADD = 'none', 'add', 're-add'
+# A server's role in prefill/decode disaggregation (sglang_server_disaggregation_mode), its worker_type in the router.
+PD_TYPES = ('prefill', 'decode')
+BOOTSTRAP_PORT = 8998  # SGLang's --disaggregation-bootstrap-port default
+
+
+def worker_entry(value):
+    """``{url, worker_type, bootstrap_port}`` of one value of ``workers``: a URL (a server in SGLang's default
+    mode: worker_type and bootstrap_port None), or a dict ``{url, worker_type, bootstrap_port}`` (filter
+    worker_urls for a server with a disaggregation mode; only a prefill has a bootstrap port)."""
+    if not isinstance(value, dict):
+        return dict(url=value, worker_type=None, bootstrap_port=None)
+    worker_type = value.get('worker_type') or None
+    port = value.get('bootstrap_port')
+    if worker_type == 'prefill':
+        port = int(port) if port not in (None, '') else BOOTSTRAP_PORT
+    else:
+        port = None
+    return dict(url=value.get('url'), worker_type=worker_type, bootstrap_port=port)
+
+
+def worker_url_map(workers):
+    """``{host: URL}`` of ``workers`` (whose values are URLs or worker_entry dicts)."""
+    return dict((host, worker_entry(value)['url']) for host, value in (workers or {}).items())
+
+
+def pd_mode(workers):
+    """Whether the router fronts ``workers`` in prefill/decode disaggregation (one of them has a worker_type)."""
+    return any(worker_entry(value)['worker_type'] for value in (workers or {}).values())
+
+
+def pd_problem(workers):
+    """Why a router in PD mode cannot front ``workers``, else None: a worker type sglang-router does not know, a
+    server in SGLang's default mode among prefills and decodes, no prefill or no decode."""
+    if not pd_mode(workers):
+        return None
+    entries = dict((host, worker_entry(value)) for host, value in workers.items())
+    unknown = ['%s (%s)' % (host, e['worker_type']) for host, e in entries.items() if e['worker_type'] not in PD_TYPES + (None,)]
+    if unknown:
+        return 'servers %s have a disaggregation mode the router does not know (prefill or decode)' % ', '.join(unknown)
+    plain = [host for host, e in entries.items() if not e['worker_type']]
+    if plain:
+        return ('the router fronts prefill and decode servers, and servers %s have no sglang_server_disaggregation_mode: '
+                'a router in PD mode takes prefill and decode servers only' % ', '.join(plain))
+    for kind in PD_TYPES:
+        if not any(e['worker_type'] == kind for e in entries.values()):
+            return 'a router in PD mode needs at least one %s server; its servers are %s' % (
+                kind, ', '.join('%s (%s)' % (host, e['worker_type']) for host, e in entries.items()))
+    return None
 
 
 def entry_of(listed, url):
@@ -38,11 +86,11 @@ def healthy(listed, url):
 
 
 def out_of_router(workers, listed, draining):
-    """``(out_now, out_after)``: the URLs of ``workers`` ({host: URL}) the router does not list as healthy,
-    and those with ``draining`` added (each once, in order)."""
+    """``(out_now, out_after)``: the URLs of ``workers`` ({host: URL or worker_entry}) the router does not list as
+    healthy, and those with ``draining`` added (each once, in order)."""
     up = set(entry.get('url') for entry in listed if entry.get('is_healthy'))
     out_now = []
-    for url in workers.values():
+    for url in worker_url_map(workers).values():
         if url not in up and url not in out_now:
             out_now.append(url)
     return out_now, out_now + [url for url in dict.fromkeys(draining) if url not in out_now]
@@ -52,9 +100,18 @@ def drain_refusal(router, workers, listed, draining, max_unavailable):
     """The message refusing to drain ``draining`` (URLs of the batch) from ``router`` when more than
     ``max_unavailable`` servers of ``workers`` would then be out of it; None when the router can spare them."""
     out_now, out_after = out_of_router(workers, listed, draining)
+    host_of = dict((url, host) for host, url in worker_url_map(workers).items())
+    if pd_mode(workers):
+        for kind in PD_TYPES:
+            kept = [url for host, url in worker_url_map(workers).items()
+                    if worker_entry(workers[host])['worker_type'] == kind and url not in out_after]
+            if not kept:
+                return ('draining %s would leave router %s without a healthy %s server (out already: %s): drain '
+                        'another server first, or bring the servers that are out back first.'
+                        % (', '.join(host_of.get(url, url) for url in dict.fromkeys(draining)), router, kind,
+                           ', '.join(host_of.get(url, url) for url in out_now) or 'none'))
     if max_unavailable is None or len(out_after) <= max_unavailable:
         return None
-    host_of = dict((url, host) for host, url in workers.items())
     return ('draining %s would leave %d of %d servers out of router %s (out already: %s); '
             'sglang_router_max_unavailable is %d: use smaller batches (llmops_serial) or bring the servers that are '
             'out back first.' % (', '.join(host_of.get(url, url) for url in dict.fromkeys(draining)), len(out_after),
@@ -62,11 +119,16 @@ def drain_refusal(router, workers, listed, draining, max_unavailable):
                                  max_unavailable))
 
 
-def register_action(listed, url, breaker):
+def register_action(listed, url, breaker, worker_type=None, bootstrap_port=None):
     """What register does on a router that lists ``listed`` where the circuit breaker of ``url`` is ``breaker``
-    (closed, open, half-open; None when the router has none for it): KEEP, ADD or RE_ADD."""
-    if entry_of(listed, url) is None:
+    (closed, open, half-open; None when the router has none for it): KEEP, ADD or RE_ADD. In PD mode (``worker_type``
+    prefill or decode) an entry of another type or bootstrap port is added afresh too."""
+    entry = entry_of(listed, url)
+    if entry is None:
         return ADD
+    if worker_type and (entry.get('worker_type') != worker_type or
+                        (worker_type == 'prefill' and entry.get('bootstrap_port') != bootstrap_port)):
+        return RE_ADD
     return KEEP if (breaker or 'closed') == 'closed' else RE_ADD
 
 
@@ -74,12 +136,21 @@ def status(url, readiness, listed, breakers, workers):
     """``{url, up, ready, workers, missing}`` of the router at ``url``: ``readiness`` the HTTP status of its
     ``/readiness`` (-1 or None without an answer), ``listed`` its ``/workers`` entries, ``breakers`` its circuit
     breakers ({worker URL: state}), ``workers`` the servers it should front ({host: URL}): each listed worker with its
-    health, load and breaker (closed when the router has none for it), and the servers it does not list."""
+    health, load and breaker (closed when the router has none for it), and the servers it does not list. In PD mode
+    each worker has its ``worker_type`` and ``bootstrap_port`` (as the router lists them) and ``pairs`` says which
+    prefills and decodes the router pairs (any healthy prefill with any healthy decode)."""
     urls = set(entry.get('url') for entry in listed)
-    return {'url': url, 'up': readiness in (200, 503), 'ready': readiness == 200,
-            'workers': [{'url': entry.get('url'), 'healthy': entry.get('is_healthy'), 'load': entry.get('load'),
-                         'breaker': breakers.get(entry.get('url'), 'closed')} for entry in listed],
-            'missing': [worker for worker in dict.fromkeys(workers.values()) if worker not in urls]}
+    result = {'url': url, 'up': readiness in (200, 503), 'ready': readiness == 200,
+              'workers': [{'url': entry.get('url'), 'healthy': entry.get('is_healthy'), 'load': entry.get('load'),
+                           'breaker': breakers.get(entry.get('url'), 'closed')} for entry in listed],
+              'missing': [worker for worker in dict.fromkeys(worker_url_map(workers).values()) if worker not in urls]}
+    if pd_mode(workers) or any(entry.get('worker_type') in PD_TYPES for entry in listed):
+        for worker, entry in zip(result['workers'], listed):
+            worker.update(worker_type=entry.get('worker_type'), bootstrap_port=entry.get('bootstrap_port'))
+        result['pairs'] = dict((kind, [entry.get('url') for entry in listed
+                                       if entry.get('worker_type') == kind and entry.get('is_healthy')])
+                               for kind in PD_TYPES)
+    return result
 
 
 # sglang-router flag -> the option of module sglang_router that sets it, in the order of the launch command.
@@ -94,6 +165,8 @@ ROUTER_FLAGS = (('--host', 'host'), ('--port', 'port'), ('--prometheus-host', 'p
                 ('--cb-timeout-duration-secs', 'cb_timeout_duration_secs'),
                 ('--retry-max-retries', 'retry_max_retries'),
                 ('--request-timeout-secs', 'request_timeout_secs'))
+# In PD mode (a worker with a worker_type), after the flags above: the policies of each side where set.
+PD_POLICY_FLAGS = (('--prefill-policy', 'prefill_policy'), ('--decode-policy', 'decode_policy'))
 # Module sglang_router's defaults, applied to the options the task leaves out or passes as null (the role's defaults).
 ROUTER_DEFAULTS = dict(state='started', worker_group='sglang_servers', name='main', version='0.3.2', venv='/opt/llmops/sglang-router', host='0.0.0.0',
                        port=30080, prometheus_host='127.0.0.1', prometheus_port=29000, policy='cache_aware',
@@ -101,7 +174,7 @@ ROUTER_DEFAULTS = dict(state='started', worker_group='sglang_servers', name='mai
                        health_check_timeout_secs=5, cb_failure_threshold=5, cb_timeout_duration_secs=5,
                        retry_max_retries=3, request_timeout_secs=600, extra_args=[], launcher='',
                        config_dir='/etc/llmops', run_dir='/run/llmops', log_path='', stop_timeout=30, api_key='', control_plane_api_key='',
-                       restart=False, restart_on=[])
+                       restart=False, restart_on=[], prefill_policy='', decode_policy='')
 LOOPBACK_URL = re.compile(r'https?://(127\.|localhost[:/]|\[::1\])')
 MANAGED = 'Ansible managed'
 
@@ -112,7 +185,10 @@ def worker_problem(host, group, workers, local_hosts):
     on the controller, count as this host's when the router runs there too)."""
     if not workers:
         return 'no hosts in inventory group %s (sglang_router_worker_group): the router would have no workers' % group
-    elsewhere = [name for name, url in workers.items()
+    problem = pd_problem(workers)
+    if problem:
+        return problem
+    elsewhere = [name for name, url in worker_url_map(workers).items()
                  if name != host and name not in local_hosts and LOOPBACK_URL.match(url)]
     if elsewhere:
         return ('servers %s listen on a loopback address (sglang_server_host) the router on %s cannot reach: set '
@@ -160,11 +236,27 @@ def router_paths(options):
 
 
 def router_argv(options, workers, paths):
-    """The router's launch command: the shim's python, the shim, sglang-router's flags, the workers, extra args."""
+    """The router's launch command: the shim's python, the shim, sglang-router's flags, the workers, extra args. In PD
+    mode (workers with a worker_type) the workers are ``--pd-disaggregation --prefill URL BOOTSTRAP_PORT ...
+    --decode URL ...``, after ``--prefill-policy`` and ``--decode-policy`` where set."""
     argv = [options['venv'] + '/bin/python', paths['shim']]
     for flag, option in ROUTER_FLAGS:
         argv += [flag, options[option] if option else '/health']
-    return [str(arg) for arg in argv + ['--worker-urls'] + list(workers.values()) + list(options['extra_args'] or [])]
+    if pd_mode(workers):
+        for flag, option in PD_POLICY_FLAGS:
+            if options.get(option):
+                argv += [flag, options[option]]
+        argv.append('--pd-disaggregation')
+        entries = [worker_entry(value) for value in workers.values()]
+        for entry in entries:
+            if entry['worker_type'] == 'prefill':
+                argv += ['--prefill', entry['url'], entry['bootstrap_port']]
+        for entry in entries:
+            if entry['worker_type'] == 'decode':
+                argv += ['--decode', entry['url']]
+    else:
+        argv += ['--worker-urls'] + list(worker_url_map(workers).values())
+    return [str(arg) for arg in argv + list(options['extra_args'] or [])]
 
 
 # The one control-plane key the collection gives the router (sglang-router's --control-plane-api-keys
@@ -292,16 +384,17 @@ def drain_outcome(idle, host, timeout, fail_on_timeout):
                 'within the stop timeout).')
 
 
-def wait_idle(request, timeout, interval, source, request_timeout, clock=time.monotonic, sleep=time.sleep):
+def wait_idle(request, timeout, interval, source, request_timeout, clock=time.monotonic, sleep=time.sleep, mode=None):
     """``{idle, requests, source, elapsed, reads}`` once the server ``request`` talks to runs and queues no request, or
     ``timeout`` seconds have passed (the drain gate's wait, as module wait_for_llm_idle waits); a server that refuses
-    the connection is idle at once (``source`` ``not listening``). ``requests`` is None where no source answers."""
+    the connection is idle at once (``source`` ``not listening``). ``requests`` is None where no source answers. A
+    prefill or decode (``mode``) is idle once its PD queues are empty too (_server_api.current_load)."""
     probe = _wait.probe_health(request, '/get_load', request_timeout)
     if probe['kind'] == _wait.PROBE_REFUSED:
         return dict(idle=True, requests=0, source='not listening', elapsed=0.0, reads=1, status=None)
     start, reads = clock(), 0
     while True:
-        count, used = _server_api.current_load(request, request_timeout, source)
+        count, used = _server_api.current_load(request, request_timeout, source, mode)
         reads += 1
         if used == 'get_load' and source == 'auto' and count is not None:
             source = 'get_load'

@@ -287,6 +287,13 @@ GET_LOAD_LAST = (0, 5, 20)
 # The gauges SGLang updates only when its scheduler logs a batch (every 30 s when idle): a 1-token
 # generation (GET /health) makes it log one, so the gate reads them after such a probe.
 BUSY_GAUGES = ('sglang:num_running_reqs', 'sglang:num_queue_reqs')
+# A server in prefill/decode disaggregation also holds requests in queues of its own (SGLang's metrics collector):
+# a prefill in its bootstrap queue (the gauge named prealloc) and its inflight queue (KV being sent), a decode in its
+# prealloc and transfer queues (KV being received). /get_load counts none of them.
+PD_GAUGES = {
+    'prefill': ('sglang:num_prefill_prealloc_queue_reqs', 'sglang:num_prefill_inflight_queue_reqs'),
+    'decode': ('sglang:num_decode_prealloc_queue_reqs', 'sglang:num_decode_transfer_queue_reqs'),
+}
 LOAD_SOURCES = ('auto', 'get_load', 'metrics')
 
 
@@ -311,10 +318,19 @@ def requests_in_get_load(data):
     return int(sum(counts))
 
 
-def current_load(request, timeout, source='auto'):
+def busy_gauges(mode=None):
+    """The gauges whose sum is the requests a server holds: BUSY_GAUGES, and in prefill/decode disaggregation
+    (``mode`` prefill or decode) that side's PD_GAUGES."""
+    return BUSY_GAUGES + PD_GAUGES.get(mode or '', ())
+
+
+def current_load(request, timeout, source='auto', mode=None):
     """``(requests, source)``: the requests the server runs or queues now, and where that was read;
     ``(None, source)`` when it could not be read. ``auto`` asks /get_load and falls back to the gauges
-    where it is not routed."""
+    where it is not routed. A server in prefill/decode disaggregation (``mode`` prefill or decode) is read from
+    the gauges, its PD queues included, whatever ``source`` says (/get_load does not count them)."""
+    if mode in PD_GAUGES:
+        source = 'metrics'
     if source in ('auto', 'get_load'):
         status, data = get_json(request, '/get_load', timeout)
         count = requests_in_get_load(data) if status == 200 else None
@@ -325,7 +341,7 @@ def current_load(request, timeout, source='auto'):
     except Exception:
         pass
     metrics = fetch_metrics(request, timeout)
-    values = [_total(metrics, name) for name in BUSY_GAUGES]
+    values = [_total(metrics, name) for name in busy_gauges(mode)]
     if any(value is None for value in values):
         return None, 'metrics'
     return int(sum(values)), 'metrics'

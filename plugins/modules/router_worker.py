@@ -24,13 +24,16 @@ description:
     no longer lists it.
   - O(state=present) adds the server when the router does not list it, removes and adds afresh an entry whose circuit
     breaker is open or half-open (a new entry starts closed and gets traffic at once), then waits until the router
-    reports it healthy.
+    reports it healthy. A prefill or decode server (O(worker_type)) is added with its C(worker_type) and, for a
+    prefill, its C(bootstrap_port) (C(POST /workers)); an entry of another type or bootstrap port is added afresh.
   - O(state=status) changes nothing and never fails; it reads the router's C(/readiness), C(/workers) and C(/metrics)
     and returns RV(status) (a router that does not answer is not up).
   - O(state=idle), on the server's host once it is out of every router (the drain's last step), waits until the server
     runs and queues no request, at most O(timeout) seconds, reading a live source as M(llmops.serving.wait_for_llm_idle)
     does, and judges the wait (RV(msg)); a server still busy then fails where O(fail_on_timeout), else is stopped
-    anyway with a warning. Skipped in check mode.
+    anyway with a warning. Skipped in check mode. A prefill (O(worker_type=prefill)) is idle once its running, queued,
+    bootstrap and inflight requests are 0, a decode once its running, queued, prealloc and transfer requests are 0 (the
+    gauges of C(/metrics), read right after a C(/health) probe: C(/get_load) does not count the PD queues).
 author:
   - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
@@ -102,7 +105,23 @@ options:
     description:
       - Every server the router fronts, a dict host -> URL (group C(sglang_router_worker_group), filter
         P(llmops.serving.worker_urls#filter)); with O(state=status), those it should list.
+      - A server in prefill/decode disaggregation maps to a dict C({url, worker_type, bootstrap_port}) (what the filter
+        gives for a host with C(sglang_server_disaggregation_mode)); its worker_type and bootstrap_port are the defaults
+        of O(worker_type) and O(bootstrap_port).
     type: dict
+  worker_type:
+    description:
+      - The server's role in prefill/decode disaggregation, V(prefill) or V(decode); default the one of O(server) in
+        O(workers), else none (SGLang's default mode).
+    type: str
+    choices: [prefill, decode]
+    version_added: 1.1.0
+  bootstrap_port:
+    description:
+      - A prefill's bootstrap port (C(--disaggregation-bootstrap-port)), which the router gives its decodes; default the
+        one of O(server) in O(workers), else V(8998).
+    type: int
+    version_added: 1.1.0
   draining:
     description:
       - The servers being drained with this one (the hosts of the batch that run the drain), host names of O(workers) or
@@ -208,9 +227,17 @@ status:
       description: Whether it is ready (a healthy worker behind it).
       type: bool
     workers:
-      description: Each worker it lists, C({url, healthy, load, breaker}); V(closed) for a worker without breaker metrics.
+      description:
+        - Each worker it lists, C({url, healthy, load, breaker}); V(closed) for a worker without breaker metrics.
+        - In PD mode also C(worker_type) and C(bootstrap_port) as the router lists them.
       type: list
       elements: dict
+    pairs:
+      description:
+        - In PD mode only, C({prefill, decode}), the URLs of the healthy prefills and decodes the router lists (it pairs
+          any prefill with any decode).
+      type: dict
+      version_added: 1.1.0
     missing:
       description: The URLs of O(workers) it does not list.
       type: list
@@ -220,6 +247,8 @@ status:
         - "One text of the router and its workers, as C(playbooks/status.yml) shows it: C(<router>: router
           ready=<ready> <url>;), then per worker C(<router>: worker <url> healthy=... breaker=... load=...;) and, for
           each of O(workers) it does not list, C(<router>: worker <url> not in the router;)."
+        - "In PD mode each worker's line names its type (C(worker <url> prefill bootstrap_port=8998 healthy=...)) and a
+          last C(<router>: pairs prefill=[...] x decode=[...];) names the healthy prefills and decodes it pairs."
       type: str
 idle:
   description: O(state=idle), whether the server went idle within O(timeout) (none in check mode).
@@ -271,6 +300,8 @@ ARGUMENT_SPEC = dict(
     worker=dict(type='str'),
     server=dict(type='str'),
     workers=dict(type='dict'),
+    worker_type=dict(type='str', choices=['prefill', 'decode']),
+    bootstrap_port=dict(type='int'),
     draining=dict(type='list', elements='str'),
     max_unavailable=dict(type='int'),
     timeout=dict(type='float'),
@@ -311,10 +342,17 @@ def resolve(params, read=read_text):
         params['url'] = params['url'] or _endpoints.local_url(where['host'], where['port'])
         params['metrics_url'] = params['metrics_url'] or _endpoints.local_url(where['prometheus_host'],
                                                                               where['prometheus_port'], '/metrics')
+    urls = _router.worker_url_map(params['workers'])
+    entry = _router.worker_entry(params['workers'].get(params['server'])) if params['server'] else {}
     if not params['worker'] and params['server']:
-        params['worker'] = params['workers'].get(params['server'])
-    workers = params['workers']
-    params['draining'] = [workers.get(item, item) for item in params['draining'] if item in workers or '://' in item]
+        params['worker'] = urls.get(params['server'])
+    if not params['worker_type'] and entry.get('url') == params['worker']:
+        params['worker_type'] = entry.get('worker_type')
+    if params['worker_type'] == 'prefill' and params['bootstrap_port'] is None:
+        params['bootstrap_port'] = entry.get('bootstrap_port') or _router.BOOTSTRAP_PORT
+    if params['worker_type'] != 'prefill':
+        params['bootstrap_port'] = None
+    params['draining'] = [urls.get(item, item) for item in params['draining'] if item in urls or '://' in item]
     return params
 
 
@@ -352,7 +390,12 @@ class Router:
             self.module.fail_json(msg='router %s did not answer the removal of %s' % (self.params['router'], entry['url']))
 
     def add(self):
-        if self.call('POST', '/workers', [202], body={'url': self.params['worker']})[0] is None:
+        body = {'url': self.params['worker']}
+        if self.params['worker_type']:  # sglang-router 0.3.2: a prefill or decode entry of a router in PD mode
+            body['worker_type'] = self.params['worker_type']
+            if self.params['bootstrap_port'] is not None:
+                body['bootstrap_port'] = self.params['bootstrap_port']
+        if self.call('POST', '/workers', [202], body=body)[0] is None:
             self.module.fail_json(msg='router %s did not answer the addition of %s'
                                   % (self.params['router'], self.params['worker']))
 
@@ -411,14 +454,15 @@ def wait_idle(module):
     request = _server_api.open_url_request(params['worker'], _server_api.auth_headers(params['api_key']))
     source = _server_api.load_source('auto', params['version'] or None)
     timeout = params['timeout'] if params['timeout'] is not None else 300.0
-    result = _router.wait_idle(request, timeout, 0.5, source, params['request_timeout'])
+    result = _router.wait_idle(request, timeout, 0.5, source, params['request_timeout'], mode=params['worker_type'])
     status = result.pop('status')
     if status is not None and _server_api.unauthorised(status):
         module.fail_json(msg='%s refused the API key (HTTP %d): set api_key to the key the server requires'
                          % (params['worker'], status))
     if result['requests'] is None:
         module.fail_json(msg='%s answers neither /get_load nor the gauges of /metrics (%s): cannot tell whether it is '
-                         'idle; start it with --enable-metrics' % (params['worker'], ', '.join(_server_api.BUSY_GAUGES)),
+                         'idle; start it with --enable-metrics' % (params['worker'],
+                                                                    ', '.join(_server_api.busy_gauges(params['worker_type']))),
                          changed=False, **result)
     shown = int(timeout) if timeout == int(timeout) else timeout  # 300, not 300.0, as the role's variable reads
     outcome = _router.drain_outcome(result, params['server'] or params['worker'], shown, params['fail_on_timeout'])
@@ -456,7 +500,7 @@ def main():
         action = 'remove' if entry else _router.KEEP
     else:
         result['breaker'] = read_breaker(module)
-        action = _router.register_action(listed, url, result['breaker'])
+        action = _router.register_action(listed, url, result['breaker'], params['worker_type'], params['bootstrap_port'])
     result.update(action=action, changed=action != _router.KEEP)
     if module._diff:
         after = entry is not None if action == _router.KEEP else params['state'] == 'present'

@@ -50,8 +50,20 @@ options:
     description:
       - The servers the router fronts, a dict host -> URL (filter P(llmops.serving.worker_urls#filter) over group
         C(sglang_router_worker_group)); at least one.
+      - A server in prefill/decode disaggregation maps to a dict C({url, worker_type, bootstrap_port}) (what the filter
+        gives for a host with C(sglang_server_disaggregation_mode)). Where one does, the router runs in PD mode
+        (C(--pd-disaggregation --prefill URL BOOTSTRAP_PORT ... --decode URL ...)), and the action refuses a server
+        without a mode among them, and a router without a prefill or without a decode.
     type: dict
     required: true
+  prefill_policy:
+    description: In PD mode, the policy of the prefills (C(--prefill-policy)); empty or null (default) takes O(policy).
+    type: str
+    version_added: 1.1.0
+  decode_policy:
+    description: In PD mode, the policy of the decodes (C(--decode-policy)); empty or null (default) takes O(policy).
+    type: str
+    version_added: 1.1.0
   worker_group:
     description: The inventory group O(workers) come from, named where it has no host. Default V(sglang_servers).
     type: str
@@ -238,7 +250,7 @@ ready_url:
   returned: success
   type: str
 result:
-  description: The role's C(sglang_router_result) but its readiness, C({state, launcher, url, workers}).
+  description: The role's C(sglang_router_result) but its readiness, C({state, launcher, url, workers}) (workers their URLs).
   returned: success
   type: dict
 '''
@@ -261,6 +273,8 @@ ARGUMENT_SPEC = dict(
     prometheus_host=dict(type='str'),
     prometheus_port=dict(type='int'),
     policy=dict(type='str'),
+    prefill_policy=dict(type='str'),
+    decode_policy=dict(type='str'),
     health_check_interval_secs=dict(type='int'),
     health_failure_threshold=dict(type='int'),
     health_success_threshold=dict(type='int'),
@@ -360,7 +374,7 @@ def main():
     result = dict(changed=bool(changed_paths), state=state, launcher=launcher, files=changed_paths,
                   daemon_reload=launcher == 'systemd' and launch_changed, argv=planned['argv'], url=url,
                   ready_url=url + '/readiness', result=dict(state=state, launcher=launcher, url=url,
-                                                            workers=list(workers.values())), **paths)
+                                                            workers=list(_router.worker_url_map(workers).values())), **paths)
     if module._diff:
         result['diff'] = diffs
     module.exit_json(**result)

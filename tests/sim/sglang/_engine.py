@@ -149,6 +149,7 @@ class Engine:
         # logs a batch (a prefill, every decode_log_interval decode steps) and when it has been idle
         # for IDLE_REFRESH_S (seen on the H200: 30.0-30.2 s after a drain), not as requests finish.
         self.gauges = (0, 0)
+        self.on_gauges = None  # PD mode: its queue gauges are set with these (_pd.PD.refresh_gauges)
         self._logged = time.monotonic()
         threading.Thread(target=self._loop, name='scheduler', daemon=True).start()
 
@@ -275,6 +276,8 @@ class Engine:
     def _set_gauges(self, running):
         self.gauges = (running, len(self.waiting))
         self._logged = time.monotonic()
+        if self.on_gauges:
+            self.on_gauges()
 
     def _decode_log(self, running, kv_tokens):
         self._set_gauges(running)

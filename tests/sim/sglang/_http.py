@@ -10,7 +10,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sglang import _args
+from sglang import _args, _pd
 from sglang._engine import token_text
 
 UNAUTHORIZED = {'error': 'Unauthorized'}
@@ -20,7 +20,7 @@ SLOW_HEALTH_SECONDS = 1.5
 FLUSHED = ('Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, '
            'the operation will not be performed.)\n')
 REASONS = {200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 405: 'Method Not Allowed',
-           503: 'Service Unavailable'}
+           500: 'Internal Server Error', 503: 'Service Unavailable'}
 DEPRECATED = {'/get_server_info': '/server_info', '/get_model_info': '/model_info'}
 
 
@@ -214,9 +214,28 @@ class Handler(BaseHTTPRequestHandler):
         return self._send(200, self.sim.metrics_text(), 'text/plain; version=0.0.4; charset=utf-8')
 
     # ------------------------------------------------------------ generation
-    def _run(self, prompt_tokens, max_new_tokens, on_chunk=None):
+    def _run(self, prompt_tokens, max_new_tokens, on_chunk=None, pd=None):
         req = self.sim.engine.submit(prompt_tokens, max_new_tokens, stream=on_chunk is not None)
-        return req, self._wait(req, on_chunk)
+        text = self._wait(req, on_chunk)
+        if pd:  # the prefill of a PD pair: its KV goes to the decode before it answers (_pd.py)
+            pd()
+        return req, text
+
+    def _pd_begin(self, body, max_new):
+        """PD mode (_pd.py): ``(handle, max_new_tokens)`` once the request may run (a prefill makes one token),
+        or ``(False, None)`` after answering HTTP 500 where its pair failed."""
+        pd = self.sim.pd
+        if pd is None:
+            return None, max_new
+        try:
+            handle = pd.begin(body, uuid.uuid4().hex)
+        except _pd.TransferError as exc:
+            self._send(500, {'object': 'error', 'message': str(exc), 'type': 'InternalServerError', 'param': None,
+                             'code': 500})
+            return False, None
+        if pd.mode == 'prefill' and body.get('bootstrap_room') is not None:
+            max_new = 1
+        return handle, max_new
 
     @staticmethod
     def _wait(req, on_chunk=None):
@@ -279,6 +298,9 @@ class Handler(BaseHTTPRequestHandler):
                 result['meta_info'] = self._meta(req, prompt)
             return self._send(200, results)
         prompt = len(ids) if ids else _prompt_tokens(text or '')
+        pd, max_new = self._pd_begin(body, max_new)
+        if pd is False:
+            return None
         if body.get('stream'):
             self._stream_start()
             text = []
@@ -288,10 +310,10 @@ class Handler(BaseHTTPRequestHandler):
                 ids = [100 + i % 50 for i in range(req.output)]
                 self._event({'text': ''.join(text), 'output_ids': ids, 'meta_info': self._meta(req, prompt)})
 
-            self._run(prompt, max_new, chunk)
+            self._run(prompt, max_new, chunk, pd)
             self._event('[DONE]')
             return None
-        req, text = self._run(prompt, max_new)
+        req, text = self._run(prompt, max_new, pd=pd)
         return self._send(200, {'text': text, 'output_ids': [100 + i % 50 for i in range(req.output)],
                                 'meta_info': self._meta(req, prompt)})
 
@@ -307,6 +329,9 @@ class Handler(BaseHTTPRequestHandler):
         rid = uuid.uuid4().hex
         created = int(time.time())
         obj = 'chat.completion' if chat else 'text_completion'
+        pd, max_new = self._pd_begin(body, max_new)
+        if pd is False:
+            return None
         if body.get('stream'):
             # SGLang's should_include_usage: a final usage chunk with include_usage, usage on
             # every chunk with continuous_usage_stats (each independently of the other).
@@ -329,14 +354,14 @@ class Handler(BaseHTTPRequestHandler):
                 self._event({'id': rid, 'object': obj + ('.chunk' if chat else ''), 'created': created, 'model': model,
                              'choices': [choice], 'usage': usage})
 
-            req = self._run(prompt, max_new, chunk)[0]
+            req = self._run(prompt, max_new, chunk, pd)[0]
             if options.get('include_usage'):
                 usage = dict((k, v) for k, v in _usage(prompt, req.output).items() if v is not None)
                 self._event({'id': rid, 'object': obj + ('.chunk' if chat else ''), 'created': created, 'model': model,
                              'choices': [], 'usage': usage})
             self._event('[DONE]')
             return None
-        req, text = self._run(prompt, max_new)
+        req, text = self._run(prompt, max_new, pd=pd)
         if chat:
             choice = {'index': 0, 'message': {'role': 'assistant', 'content': text, 'reasoning_content': None,
                                               'tool_calls': None},
@@ -416,6 +441,9 @@ def metrics_text(sim):
     family('context_len', 'gauge', 'Maximum context length.', [(rank, sim.context_length)])
     family('num_running_reqs', 'gauge', 'The number of running requests.', [(rank, eng.gauges[0])])
     family('num_queue_reqs', 'gauge', 'The number of requests in the waiting queue.', [(rank, eng.gauges[1])])
+    if sim.pd is not None:  # SGLang's collector has them in every mode; the simulator shows them in PD mode only
+        for name, text, value in sim.pd.gauges():
+            family(name, 'gauge', text, [(rank, value)])
     family('gen_throughput', 'gauge', 'The generation throughput (token/s).', [(rank, eng.last_gen_throughput)])
     family('cache_hit_rate', 'gauge', 'The prefix cache hit rate.', [(rank, 0.0)])
     family('token_usage', 'gauge', 'The token usage.', [(rank, 0.0)])

@@ -21,7 +21,7 @@ import warnings
 
 import nvsim
 from sglang import __version__
-from sglang import _adaptive, _args, _dist, _drafter, _flags, _http
+from sglang import _adaptive, _args, _dist, _drafter, _flags, _http, _pd
 from sglang._engine import Engine
 
 PHASES = ('imports', 'load', 'graphs', 'warmup')
@@ -135,6 +135,8 @@ class Server(_http.Counters):
         self.cutlass_walked = False
         self.group = None
         self.adaptive = None
+        # --disaggregation-mode prefill|decode (_pd.py); None in SGLang's default mode ('null')
+        self.pd = _pd.PD(self) if args.get('disaggregation_mode') in ('prefill', 'decode') else None
 
     def metrics_text(self):
         return _http.metrics_text(self)
@@ -445,6 +447,13 @@ class Server(_http.Counters):
         multi_rank = a['nnodes'] > 1 and a['node_rank'] >= 1
         self.engine = Engine(self.config.speed, self.draft_tokens, self.quality(), a['max_running_requests'] or 4096, log,
                              a['decode_log_interval'], a['random_seed'], self.config.quality_file, self.adaptive)
+        if self.pd is not None:
+            self.engine.on_gauges = self.pd.refresh_gauges
+            try:
+                self.pd.start()
+            except OSError as exc:
+                raise Fatal('OSError: [Errno %d] error while attempting to bind on address (%r, %d): %s'
+                            % (exc.errno or 0, a['host'], a['disaggregation_bootstrap_port'], exc.strerror or exc))
         try:
             self.httpd = _http.make_server(self, a['host'], a['port'], dummy=multi_rank)
         except OSError as exc:

@@ -75,3 +75,19 @@ def test_worker_urls_in_host_order_with_the_inventorys_worker_url_first():
 def test_a_port_that_is_no_number_is_a_filter_error():
     with pytest.raises(AnsibleFilterError, match='local_url'):
         FILTERS['local_url']('0.0.0.0', 'http')
+
+
+def test_worker_urls_of_prefill_and_decode_servers():
+    hostvars = {
+        'p1': {'sglang_server_host': '0.0.0.0', 'ansible_host': '10.0.0.1', 'sglang_server_disaggregation_mode': 'prefill'},
+        'p2': {'sglang_server_host': '10.0.0.2', 'sglang_server_disaggregation_mode': 'prefill',
+               'sglang_server_disaggregation_bootstrap_port': 9001},
+        'd1': {'sglang_server_host': '10.0.0.3', 'sglang_server_port': 30001, 'sglang_server_disaggregation_mode': 'decode',
+               'sglang_server_disaggregation_bootstrap_port': 9002},
+        'n1': {'sglang_server_host': '10.0.0.4', 'sglang_server_disaggregation_mode': None},
+    }
+    urls = FILTERS['worker_urls'](['p1', 'p2', 'd1', 'n1'], hostvars)
+    assert urls == {'p1': {'url': 'http://10.0.0.1:30000', 'worker_type': 'prefill', 'bootstrap_port': 8998},
+                    'p2': {'url': 'http://10.0.0.2:30000', 'worker_type': 'prefill', 'bootstrap_port': 9001},
+                    'd1': {'url': 'http://10.0.0.3:30001', 'worker_type': 'decode', 'bootstrap_port': None},
+                    'n1': 'http://10.0.0.4:30000'}

@@ -202,3 +202,75 @@ def test_the_shim_passes_the_control_plane_key_from_its_own_file(tmp_path):
                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))
     assert json.loads(out.stdout) == ['--port', '1', '--api-key', 'data-key', '--control-plane-api-keys',
                                       'llmops:llmops-operators:admin:cp-secret']
+
+
+# ---------------------------------------------------------------- prefill/decode disaggregation
+PD_WORKERS = {'p1': {'url': 'http://p1:30000', 'worker_type': 'prefill', 'bootstrap_port': 8998},
+              'p2': {'url': 'http://p2:30000', 'worker_type': 'prefill', 'bootstrap_port': None},
+              'd1': {'url': 'http://d1:30000', 'worker_type': 'decode', 'bootstrap_port': None}}
+
+
+def test_worker_entries_of_urls_and_pd_dicts():
+    assert _router.worker_entry('http://a:1') == dict(url='http://a:1', worker_type=None, bootstrap_port=None)
+    assert _router.worker_entry(PD_WORKERS['p2'])['bootstrap_port'] == 8998  # SGLang's default
+    assert _router.worker_entry({'url': 'u', 'worker_type': 'decode', 'bootstrap_port': 9000})['bootstrap_port'] is None
+    assert _router.worker_url_map(PD_WORKERS) == {'p1': 'http://p1:30000', 'p2': 'http://p2:30000', 'd1': 'http://d1:30000'}
+    assert _router.pd_mode(PD_WORKERS) and not _router.pd_mode(WORKERS) and not _router.pd_mode({})
+
+
+def test_pd_router_argv_prefills_with_bootstrap_ports_then_decodes_and_side_policies():
+    options = router_options(prefill_policy='cache_aware', decode_policy='power_of_two')
+    argv = _router.router_files(options, PD_WORKERS, 'process')['argv']
+    assert '--worker-urls' not in argv
+    tail = argv[argv.index('--prefill-policy'):]
+    assert tail == ['--prefill-policy', 'cache_aware', '--decode-policy', 'power_of_two', '--pd-disaggregation',
+                    '--prefill', 'http://p1:30000', '8998', '--prefill', 'http://p2:30000', '8998',
+                    '--decode', 'http://d1:30000', '--log-level', 'debug']
+    plain = _router.router_argv(_router.with_defaults(router_options(prefill_policy=None)), PD_WORKERS,
+                                _router.router_paths(_router.with_defaults(router_options())))
+    assert '--prefill-policy' not in plain and '--decode-policy' not in plain and '--pd-disaggregation' in plain
+    # A router without PD workers renders what it rendered before 1.1.0 (no restart on upgrade).
+    assert '--pd-disaggregation' not in _router.router_files(options, WORKERS, 'process')['argv']
+
+
+@pytest.mark.parametrize('workers, problem', [
+    (PD_WORKERS, None),
+    (dict(PD_WORKERS, a='http://a:30000'), 'servers a have no sglang_server_disaggregation_mode'),
+    ({'p1': PD_WORKERS['p1']}, 'a router in PD mode needs at least one decode server; its servers are p1 (prefill)'),
+    ({'d1': PD_WORKERS['d1']}, 'a router in PD mode needs at least one prefill server'),
+])
+def test_pd_worker_problems(workers, problem):
+    found = _router.worker_problem('r', 'sglang_servers', workers, [])
+    assert found == problem if problem is None else problem in found
+
+
+def pd_listing(**healthy):
+    return [{'id': 'id-' + h, 'url': PD_WORKERS[h]['url'], 'is_healthy': up, 'load': 0,
+             'worker_type': PD_WORKERS[h]['worker_type'],
+             'bootstrap_port': 8998 if PD_WORKERS[h]['worker_type'] == 'prefill' else None} for h, up in healthy.items()]
+
+
+def test_drain_refused_where_it_would_leave_no_prefill_or_no_decode():
+    listed = pd_listing(p1=True, p2=True, d1=True)
+    assert _router.drain_refusal('r1', PD_WORKERS, listed, ['http://p1:30000'], 1) is None
+    message = _router.drain_refusal('r1', PD_WORKERS, listed, ['http://d1:30000'], 1)
+    assert message == ('draining d1 would leave router r1 without a healthy decode server (out already: none): drain '
+                       'another server first, or bring the servers that are out back first.')
+    message = _router.drain_refusal('r1', PD_WORKERS, pd_listing(p1=True, p2=False, d1=True), ['http://p1:30000'], 5)
+    assert 'without a healthy prefill server (out already: p2)' in message
+
+
+def test_register_re_adds_an_entry_of_another_type_or_bootstrap_port():
+    listed = pd_listing(p1=True, d1=True)
+    assert _router.register_action(listed, 'http://p1:30000', 'closed', 'prefill', 8998) == _router.KEEP
+    assert _router.register_action(listed, 'http://p1:30000', 'closed', 'prefill', 9000) == _router.RE_ADD
+    assert _router.register_action(listed, 'http://p1:30000', 'closed', 'decode', None) == _router.RE_ADD
+    assert _router.register_action(listed, 'http://d1:30000', 'closed', 'decode', None) == _router.KEEP
+    assert _router.register_action(listed, 'http://p2:30000', None, 'prefill', 8998) == _router.ADD
+
+
+def test_status_of_a_pd_router_names_types_and_pairs():
+    status = _router.status('http://r:1', 200, pd_listing(p1=True, p2=False, d1=True), {}, PD_WORKERS)
+    assert status['workers'][0]['worker_type'] == 'prefill' and status['workers'][0]['bootstrap_port'] == 8998
+    assert status['pairs'] == {'prefill': ['http://p1:30000'], 'decode': ['http://d1:30000']}
+    assert 'pairs' not in _router.status('http://r:1', 200, listing(a=True), {}, WORKERS)

@@ -23,6 +23,7 @@ class FakeRouter:
         self.entries = [{'id': 'w%d' % n, 'url': url, 'is_healthy': True, 'load': 0} for n, url in enumerate(urls)]
         self.breakers = {}
         self.calls = []
+        self.posted = []
         router = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,7 +60,10 @@ class FakeRouter:
             def do_POST(self):
                 if self.authorised():
                     body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
-                    router.entries.append({'id': 'w%d' % len(router.calls), 'url': body['url'], 'is_healthy': True, 'load': 0})
+                    router.posted.append(body)
+                    entry = {'id': 'w%d' % len(router.calls), 'url': body['url'], 'is_healthy': True, 'load': 0}
+                    entry.update((k, body[k]) for k in ('worker_type', 'bootstrap_port') if k in body)
+                    router.entries.append(entry)
                     router.breakers.pop(body['url'], None)
                     self.answer(202, {})
 
@@ -242,3 +246,78 @@ def test_idle_waits_and_judges_the_wait(capsys, load, fail_on_timeout, failed, m
 def test_idle_is_skipped_in_check_mode(capsys):
     result, dummy = run_main(module.main, capsys, state='idle', worker='http://127.0.0.1:9', _ansible_check_mode=True)
     assert result['msg'] == '' and result['idle'] is None and not result['changed']
+
+
+def test_register_adds_a_prefill_with_its_type_and_bootstrap_port(router, capsys):
+    router.entries = router.entries[1:]
+    workers = {'a': {'url': A, 'worker_type': 'prefill', 'bootstrap_port': 9000},
+               'b': {'url': B, 'worker_type': 'decode', 'bootstrap_port': None}}
+    result, dummy = run(capsys, router, state='present', worker=None, server='a', workers=workers)
+    assert result['changed'] and result['action'] == 'add' and result['worker'] == A
+    assert router.posted == [{'url': A, 'worker_type': 'prefill', 'bootstrap_port': 9000}]
+    again, dummy = run(capsys, router, state='present', worker=None, server='a', workers=workers)
+    assert not again['changed']
+    # The same server as a decode now: its entry is added afresh with the new type.
+    workers['a'] = {'url': A, 'worker_type': 'decode', 'bootstrap_port': None}
+    moved, dummy = run(capsys, router, state='present', worker=None, server='a', workers=workers)
+    assert moved['action'] == 're-add' and router.posted[-1] == {'url': A, 'worker_type': 'decode'}
+
+
+def test_drain_refuses_to_take_the_last_decode_out(router, capsys):
+    workers = {'a': {'url': A, 'worker_type': 'prefill', 'bootstrap_port': 8998},
+               'b': {'url': B, 'worker_type': 'decode', 'bootstrap_port': None}}
+    result, dummy = run(capsys, router, state='absent', worker=None, server='b', workers=workers, max_unavailable=1)
+    assert result['failed'] and 'without a healthy decode server' in result['msg'] and router.changes() == []
+
+
+class GaugeServer:
+    """A PD server: /get_load says idle, its /metrics gauges hold ``gauges`` (name -> value)."""
+
+    def __init__(self, gauges):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if self.path == '/get_load':
+                    data = json.dumps([{'num_reqs': 0, 'num_waiting_reqs': 0}]).encode()
+                elif self.path == '/metrics':
+                    data = ''.join('sglang:%s{tp_rank="0"} %s\n' % item for item in server.gauges.items()).encode()
+                else:
+                    data = b''
+                self.send_response(200)
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.gauges = gauges
+        self.http = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.url = 'http://127.0.0.1:%d' % self.http.server_address[1]
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize('mode, busy, idle', [
+    ('prefill', 'num_prefill_prealloc_queue_reqs', False),   # the bootstrap queue
+    ('prefill', 'num_prefill_inflight_queue_reqs', False),
+    ('prefill', 'num_decode_transfer_queue_reqs', True),     # the other side's queue: 0 on a real prefill anyway
+    ('decode', 'num_decode_prealloc_queue_reqs', False),
+    ('decode', 'num_decode_transfer_queue_reqs', False),
+    ('decode', 'num_running_reqs', False),
+    ('decode', None, True),
+])
+def test_idle_of_a_pd_server_reads_its_pd_queues(capsys, mode, busy, idle):
+    gauges = dict((name, 0) for name in ('num_running_reqs', 'num_queue_reqs', 'num_prefill_prealloc_queue_reqs',
+                                         'num_prefill_inflight_queue_reqs', 'num_decode_prealloc_queue_reqs',
+                                         'num_decode_transfer_queue_reqs'))
+    if busy:
+        gauges[busy] = 2
+    server = GaugeServer(gauges)
+    try:
+        result, dummy = run_main(module.main, capsys, state='idle', server='ns1', timeout=0.3, version='0.5.15.post1',
+                                 workers={'ns1': {'url': server.url, 'worker_type': mode, 'bootstrap_port': None}})
+    finally:
+        server.http.shutdown()
+    assert result['idle'] is idle and result['source'] == 'metrics'
+    assert result['requests'] == (0 if idle else 2)

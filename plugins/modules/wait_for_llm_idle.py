@@ -47,6 +47,17 @@ options:
   version:
     description: The server's SGLang version, for O(source=auto) (the deploy's plan knows it).
     type: str
+  disaggregation_mode:
+    description:
+      - The server's role in prefill/decode disaggregation (C(--disaggregation-mode)), V(prefill) or V(decode); null
+        (default) for a server that does both.
+      - A prefill is idle once its running, queued, bootstrap (C(sglang:num_prefill_prealloc_queue_reqs)) and inflight
+        (C(sglang:num_prefill_inflight_queue_reqs)) requests are 0; a decode once its running, queued, prealloc
+        (C(sglang:num_decode_prealloc_queue_reqs)) and transfer (C(sglang:num_decode_transfer_queue_reqs)) requests are
+        0. Both are read from the gauges of V(metrics) whatever O(source) says (C(/get_load) counts no PD queue).
+    type: str
+    choices: [prefill, decode]
+    version_added: 1.1.0
 notes:
   - Runs in check mode too; it only reads (and sends the C(/health) probe of V(metrics)).
 seealso:
@@ -108,15 +119,17 @@ ARGUMENT_SPEC = dict(
     interval=dict(type='float', default=0.5),
     source=dict(type='str', default='auto', choices=list(_server_api.LOAD_SOURCES)),
     version=dict(type='str'),
+    disaggregation_mode=dict(type='str', choices=['prefill', 'decode']),
 )
 
 
-def wait_idle(request, timeout, interval, source, request_timeout, clock=time.monotonic, sleep=time.sleep):
-    """``{idle, requests, source, elapsed, reads}`` once the server is idle or ``timeout`` has passed."""
+def wait_idle(request, timeout, interval, source, request_timeout, clock=time.monotonic, sleep=time.sleep, mode=None):
+    """``{idle, requests, source, elapsed, reads}`` once the server is idle or ``timeout`` has passed (a prefill or
+    decode, ``mode``, with its PD queues)."""
     start = clock()
     reads = 0
     while True:
-        count, used = _server_api.current_load(request, request_timeout, source)
+        count, used = _server_api.current_load(request, request_timeout, source, mode)
         reads += 1
         if used == 'get_load' and source == 'auto' and count is not None:
             source = 'get_load'  # the route answers: no need to probe it again
@@ -144,10 +157,12 @@ def main():
         module.fail_json(msg='%s refused the API key (HTTP %d): set api_key to the key the server requires'
                          % (params['url'], status))
     source = _server_api.load_source(params['source'], params['version'])
-    result = wait_idle(request, params['timeout'], params['interval'], source, params['request_timeout'])
+    result = wait_idle(request, params['timeout'], params['interval'], source, params['request_timeout'],
+                       mode=params['disaggregation_mode'])
     if result['requests'] is None:
         module.fail_json(msg='%s answers neither /get_load nor the gauges of /metrics (%s): cannot tell whether it is '
-                         'idle; start it with --enable-metrics' % (params['url'], ', '.join(_server_api.BUSY_GAUGES)),
+                         'idle; start it with --enable-metrics'
+                         % (params['url'], ', '.join(_server_api.busy_gauges(params['disaggregation_mode']))),
                          changed=False, **result)
     module.exit_json(changed=False, **result)
 

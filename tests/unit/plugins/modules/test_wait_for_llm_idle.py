@@ -99,3 +99,34 @@ def test_a_stopped_server_refuses_the_connection_and_counts_as_idle():
         request = server_api.open_url_request('http://127.0.0.1:%d' % port, {})
         assert first_status(request, 5) == 'refused'
     assert first_status(FakeServer(loads=[2]), 5) == 200
+
+
+class PDServer(FakeServer):
+    """/get_load says idle; /metrics has the PD queue gauges of ``pd`` (name -> value) too."""
+
+    def __init__(self, pd):
+        super().__init__(loads=[0, 0], gauges=(0, 0))
+        self.pd = pd
+
+    def __call__(self, method, path, body=None, timeout=10.0):
+        status, data = super().__call__(method, path, body, timeout)
+        if path == '/metrics':
+            data += ''.join('sglang:%s{tp_rank="0"} %s\n' % item for item in self.pd.items()).encode()
+        return status, data
+
+
+@pytest.mark.parametrize('mode, busy, idle', [
+    ('prefill', 'num_prefill_prealloc_queue_reqs', False),
+    ('prefill', 'num_prefill_inflight_queue_reqs', False),
+    ('decode', 'num_decode_prealloc_queue_reqs', False),
+    ('decode', 'num_decode_transfer_queue_reqs', False),
+    ('decode', 'num_prefill_inflight_queue_reqs', True),
+    (None, 'num_decode_transfer_queue_reqs', True),  # a server that does both: /get_load, as before
+])
+def test_a_prefill_or_decode_is_idle_once_its_pd_queues_are_empty(mode, busy, idle):
+    gauges = dict((name, 0) for name in ('num_prefill_prealloc_queue_reqs', 'num_prefill_inflight_queue_reqs',
+                                         'num_decode_prealloc_queue_reqs', 'num_decode_transfer_queue_reqs'))
+    gauges[busy] = 1
+    server, clock = PDServer(gauges), Clock()
+    result = wait_idle(server, 1, 0.5, 'get_load', 5, clock=clock, sleep=clock.sleep, mode=mode)
+    assert result['idle'] is idle and result['source'] == ('metrics' if mode else 'get_load')

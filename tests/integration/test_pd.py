@@ -1,0 +1,163 @@
+"""Prefill/decode disaggregation on the test fleet: the real sglang-router 0.3.2 in PD mode in front of simulated
+(SGLang simulator, a TEST DOUBLE: tests/sim/sglang/_pd.py) prefill and decode servers.
+
+Two prefills and two decodes, a prefill and a decode on each of ns1 and ns2 (two inventory hosts per address, with
+their own name, port and GPU), the router on ns3. One bed for every test, set up once (the tests build on it in
+order): a deploy (the router pairs them: a request through it completes on a decode; /workers lists each with its
+type and the prefills' bootstrap port; status.yml shows the pairs), a rerun that changes nothing, and a rolling change
+of both kinds (batches of one prefill and one decode) under streaming load with no request failed or cut, each server
+drained on its PD queues before it stops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+
+from router_bed import Load
+from test_deploy import API_KEY
+from test_router import CONTROL_PLANE_KEY, ROOT, pid_of, request, router_vars, wait_for
+
+ROUTER = 'ns3'
+PORT = 30080
+ROUTER_PIDFILE = '/run/llmops/sglang-router-main.pid'
+LOAD_PAUSE = 0.1
+# inventory host -> (fleet host whose address it shares, mode, server port, simulated GPU)
+SERVERS = {'p1': ('ns1', 'prefill', 30000, 0), 'd1': ('ns1', 'decode', 30001, 1),
+           'p2': ('ns2', 'prefill', 30000, 0), 'd2': ('ns2', 'decode', 30001, 1)}
+PREFILLS, DECODES = ['p1', 'p2'], ['d1', 'd2']
+_STATE = {}
+
+
+def pd_vars(**overrides):
+    """The router's and servers' variables: one server and GPU each, batches of a prefill and a decode."""
+    base = router_vars(sglang_server_tp_size=1, sglang_router_max_unavailable=2, llmops_serial=2)
+    base.update(overrides)
+    return base
+
+
+def url_of(fleet, host):
+    home, dummy, port, dummy = SERVERS[host]
+    return 'http://%s:%d' % (fleet.hosts[home]['address'], port)
+
+
+def server_pid(fleet, host):
+    return pid_of(fleet, SERVERS[host][0], '/run/llmops/sglang-%s.pid' % SERVERS[host][1])
+
+
+def listed(router):
+    """url -> (worker_type, bootstrap_port, is_healthy) as the router lists them."""
+    status, text = request(router + '/workers', key=CONTROL_PLANE_KEY)
+    assert status == 200, text
+    return dict((w['url'], (w.get('worker_type'), w.get('bootstrap_port'), w['is_healthy']))
+                for w in json.loads(text)['workers'])
+
+
+def expected(fleet):
+    return dict((url_of(fleet, h), ('prefill', 8998, True) if h in PREFILLS else ('decode', None, True))
+                for h in SERVERS)
+
+
+@pytest.fixture
+def bed(fleet, run_playbook, request, tmp_path_factory):
+    """``(fleet, inventory, router URL, first deploy, first router.yml)``, set up once."""
+    if 'bed' not in _STATE:
+        subprocess.run([os.path.join(ROOT, 'tests', 'integration', 'install_router.sh')], check=True, timeout=900)
+        request.getfixturevalue('clean_fleet')
+        inventory = tmp_path_factory.mktemp('pd-inventory')
+        with open(fleet.inventory) as f:
+            (inventory / 'fleet.yml').write_text(f.read())
+        hosts = ''.join(
+            '        %s:\n          ansible_host: %s\n          sglang_server_name: %s\n          sglang_server_port: %d\n'
+            '          sglang_server_gpus: [%d]\n          sglang_server_disaggregation_mode: %s\n'
+            % (name, fleet.hosts[home]['address'], mode, port, gpu, mode)
+            for name, (home, mode, port, gpu) in SERVERS.items())
+        (inventory / 'groups.yml').write_text(
+            'fleet:\n  children:\n    fleet_pd:\n      hosts:\n%s'
+            'sglang_servers:\n  hosts:\n%s\nsglang_routers:\n  hosts:\n    %s:\n'
+            % (hosts, ''.join('    %s:\n' % h for h in SERVERS), ROUTER))
+        run_playbook('tests/sim/prepare_host.yml', inventory=str(inventory), limit='p1,p2', extra_vars=pd_vars(),
+                     expect_rc=0)
+        deploy = run_playbook('playbooks/deploy.yml', inventory=str(inventory), limit=','.join(SERVERS),
+                              extra_vars=pd_vars(), expect_rc=0, timeout=600)
+        first = run_playbook('playbooks/router.yml', inventory=str(inventory), extra_vars=pd_vars(), expect_rc=0,
+                             timeout=600)
+        _STATE['bed'] = (fleet, str(inventory), 'http://%s:%d' % (fleet.hosts[ROUTER]['address'], PORT), deploy, first)
+    return _STATE['bed']
+
+
+def test_deploy_pairs_prefills_and_decodes_behind_the_router(bed, run_playbook):
+    fleet, inventory, router, deploy, first = bed
+    assert first.changed(ROUTER) > 0
+    script = fleet.ssh(ROUTER, 'cat /etc/llmops/sglang-router-main.sh').stdout
+    assert '--pd-disaggregation --prefill %s 8998 --prefill %s 8998 --decode %s --decode %s' % (
+        url_of(fleet, 'p1'), url_of(fleet, 'p2'), url_of(fleet, 'd1'), url_of(fleet, 'd2')) in script, script
+    for host, (home, mode, port, dummy) in SERVERS.items():
+        argv = fleet.ssh(home, 'tr "\\0" " " </proc/%d/cmdline' % server_pid(fleet, host)).stdout
+        assert '--disaggregation-mode %s' % mode in argv, (host, argv[-2000:])
+    status, text = request(router + '/readiness', key=None)
+    assert status == 200, text
+    assert listed(router) == expected(fleet)
+    # The router sends each request to a prefill and a decode; the decode's answer (every token) is the client's.
+    for _round in range(4):
+        status, text = request(router + '/v1/completions', body={'model': 'tiny-llama', 'prompt': 'hi', 'max_tokens': 8})
+        assert status == 200 and json.loads(text)['usage']['completion_tokens'] == 8, text
+    for home in ('ns1', 'ns2'):
+        # The prefill listens on its bootstrap port, where the decodes' heartbeat reads /health.
+        assert fleet.ssh(home, "/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen("
+                               "\"http://%s:8998/health\").read().decode())'" % fleet.hosts[home]['address']
+                         ).stdout.strip() == 'OK'
+    shown = run_playbook('playbooks/status.yml', inventory=inventory, extra_vars=pd_vars(), limit=ROUTER, expect_rc=0)
+    text = ' '.join(shown.stdout.split())
+    assert 'worker %s prefill bootstrap_port=8998 healthy=True' % url_of(fleet, 'p1') in text, text[-3000:]
+    assert 'worker %s decode healthy=True' % url_of(fleet, 'd2') in text
+    assert re.search(r'ns3: pairs prefill=\[[^]]*%s[^]]*\] x decode=\[[^]]*%s' % (
+        re.escape(url_of(fleet, 'p2')), re.escape(url_of(fleet, 'd1'))), text), text[-3000:]
+
+
+def test_rerun_changes_nothing(bed, run_playbook):
+    fleet, inventory = bed[:2]
+    pids = dict((h, server_pid(fleet, h)) for h in SERVERS)
+    router_pid = pid_of(fleet, ROUTER, ROUTER_PIDFILE)
+    again = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), extra_vars=pd_vars(),
+                         expect_rc=0, timeout=600)
+    assert all(again.changed(h) == 0 for h in SERVERS), again.recap
+    router = run_playbook('playbooks/router.yml', inventory=inventory, extra_vars=pd_vars(), expect_rc=0, timeout=600)
+    assert router.changed(ROUTER) == 0
+    assert dict((h, server_pid(fleet, h)) for h in SERVERS) == pids
+    assert pid_of(fleet, ROUTER, ROUTER_PIDFILE) == router_pid
+
+
+def test_rolling_change_of_both_kinds_under_load_loses_nothing(bed, run_playbook):
+    """A change every server takes (not one that would pair old and new servers: that is refused, see the fleet
+    preflight), in batches of one prefill and one decode, while 8 clients stream through the router: each server
+    is drained (its PD queues read) before its stop and registered with its type after its health check."""
+    fleet, inventory, router = bed[:3]
+    before = dict((h, server_pid(fleet, h)) for h in SERVERS)
+    outcome = {}
+    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
+        wait_for(lambda: load.sent >= 20, 60)
+        started = time.monotonic()
+        rollout = threading.Thread(target=lambda: outcome.update(result=run_playbook(
+            'playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=900,
+            extra_vars=pd_vars(sglang_server_max_running_requests=40))))
+        rollout.start()
+        rollout.join()
+        took = time.monotonic() - started
+    result = outcome['result']
+    assert result.rc == 0, result.stdout[-4000:]
+    text = ' '.join(result.stdout.split())
+    drains = dict((host, float(s)) for host, s in re.findall(r'(\w+): idle ([0-9.]+) s after it left the router \(metrics',
+                                                             text))
+    print('\nrolling change behind the PD router (2 prefills, 2 decodes, a prefill and a decode per batch): %.0f s, '
+          '%d requests, %d failed, %d truncated; drain waits %s s' % (took, load.sent, load.failed, load.truncated, drains))
+    assert sorted(drains) == sorted(SERVERS), text[-4000:]
+    assert all(server_pid(fleet, h) != before[h] for h in SERVERS)
+    assert load.failed == 0 and load.truncated == 0
+    assert listed(router) == expected(fleet)

@@ -1474,10 +1474,15 @@ class Proof:
         router = self.p_playbook(step, 'router.yml', {}, tag='router')
         step.figures['router_yml_s'] = round(time.monotonic() - started, 1)
         step.check('router.yml succeeded', router.rc == 0, 'rc %s; %s' % (router.rc, failure_messages(router)))
-        argv = process_argv(self.p_pids()['router'])
-        step.figures['router_argv'] = [' '.join(argv)[-600:]]
-        step.check('the router runs in PD mode (--pd-disaggregation, --prefill URL PORT, --decode URL)',
-                   '--pd-disaggregation' in argv and argv.count('--prefill') == 2 and argv.count('--decode') == 2, argv[-14:])
+        # The router names its process sglang::router (its /proc cmdline is that title): its launch script's command.
+        script = self.work / 'etc' / 'sglang-router-main.sh'
+        argv = script.read_text().split() if script.exists() else []
+        step.figures['router_argv'] = [' '.join(argv)[-700:]]
+        ports = [self.env['LLMOPS_PROOF_PORT_%s_BOOTSTRAP' % h.upper()] for h in P_PREFILLS]
+        want = ['--pd-disaggregation'] + [x for h, port in zip(P_PREFILLS, ports) for x in ('--prefill', self.p_url(h), port)] + [
+            x for h in P_DECODES for x in ('--decode', self.p_url(h))]
+        step.check('the router runs in PD mode (--pd-disaggregation --prefill URL BOOTSTRAP_PORT ... --decode URL ...)',
+                   ' '.join(want) in ' '.join(argv), argv[-14:])
         healthy = self.p_wait_all_healthy(60)
         step.check('the router lists both prefills and both decodes healthy, with their types', healthy is not None,
                    self.p_workers())
@@ -1521,7 +1526,11 @@ class Proof:
             # on 0.5.15.post1 a decode that gets requests for a prefill that went away kills its scheduler
             # (decode.py _ensure_prefill_info), so the decode restarts in the same batch, and the drain keeps the
             # router from sending the other decode any request for the stopped prefill.
-            run = self.p_playbook(step, 'deploy.yml', {'sglang_server_speculative_depth': 3, 'llmops_serial': 2})
+            # A depth change is a change of speculative settings, which the deploy refuses to roll one batch at a
+            # time (issue 48: new prefills would pair with old decodes) unless llmops_pd_mixed_ok: here it says so,
+            # and the run shows whether SGLang serves such mixed pairs (depth 3 prefill, depth 5 decode) meanwhile.
+            run = self.p_playbook(step, 'deploy.yml', {'sglang_server_speculative_depth': 3, 'llmops_serial': 2,
+                                                       'llmops_pd_mixed_ok': True})
             end = time.monotonic()
             after_ok = load.wait_sent(load.sent + G_LOAD['after_requests'], 60)
         row = load.row(begin, end)
@@ -1533,7 +1542,7 @@ class Proof:
         after = self.p_pids()
         step.check('clients warmed up through the router before the deploy', warm, 'sent %d' % load.sent)
         step.check('clients went on after the deploy', after_ok, 'sent %d' % load.sent)
-        step.check('deploy.yml (depth 5 -> 3, serial 2: p1+d1, then p2+d2) succeeded', run.rc == 0,
+        step.check('deploy.yml (depth 5 -> 3, serial 2: p1+d1, then p2+d2, llmops_pd_mixed_ok) succeeded', run.rc == 0,
                    'rc %s; %s' % (run.rc, failure_messages(run)))
         step.check('all four restarted (new PIDs)', all(after[h] not in (None, before[h]) for h in P_SERVERS),
                    '%s -> %s' % (before, after))
@@ -1667,10 +1676,10 @@ class Proof:
         self.p_keep_logs(step)
 
     def p_stop(self, step, hosts, routers, extra):
+        """The router first (SIGTERM to its session), then stop.yml without a router: the drain gate refuses to take a
+        router's last prefill or decode out of it, and the router goes away anyway."""
         pids = self.p_pids(hosts, routers)
         step.figures['pids'] = pids
-        run = self.p_playbook(step, 'stop.yml', extra)
-        step.check('stop.yml (%s) succeeded' % ', '.join(hosts), run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
         for name in routers:
             key = 'router' if name == 'main' else 'router_c'
             how = 'not running'
@@ -1680,6 +1689,8 @@ class Proof:
             pidfile = self.p_pidfiles((), (name,))[key]
             if pidfile.exists() and not self.server_processes(pids.get(key)):
                 pidfile.unlink()
+        run = self.p_playbook(step, 'stop.yml', dict(extra, sglang_router_group='none_such'))
+        step.check('stop.yml (%s) succeeded' % ', '.join(hosts), run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
         left = [p for key in pids for p in (self.server_processes(pids[key]) if pids[key] else [])]
         apps, gpus, raw = self.nvidia_smi()
         (step.folder / 'nvidia-smi.txt').write_text(raw)
@@ -1769,9 +1780,7 @@ class Proof:
         self.p_keep_logs(step, P_CONTENT + ['ref'], ('content',))
 
     def step_p_cstop(self, step):
-        self.p_stop(step, P_CONTENT + ['ref'], ('content',), {'llmops_hosts': 'proof_content,proof_reference',
-                                                             'sglang_router_group': 'proof_content_routers',
-                                                             'sglang_router_worker_group': 'proof_content'})
+        self.p_stop(step, P_CONTENT + ['ref'], ('content',), {'llmops_hosts': 'proof_content,proof_reference'})
 
     # ---------------------------------------------------------------- phase h: time to serving, 16 GB model
     def step_h_model(self, step):

@@ -95,3 +95,27 @@ def test_status_reads_the_process_the_unit_where_it_exists_and_the_server():
     assert [name for name, dummy in ran] == ['llmops.serving.server_process', 'ansible.builtin.stat', 'llmops.serving.llm_server_info']
     assert ran[-1][1] == {'url': 'http://127.0.0.1:30000', 'api_key': '', 'request_timeout': 10}
     assert result['changed'] is False and result['status']['pid'] == 9 and result['status']['depth'] == 3
+
+
+def _pd_args(**more):
+    return dict({'state': 'planned', 'model_path': '/models/llama', 'tp_size': 1,
+                 'speculative_draft_model_path': '/models/drafter', 'speculative_depth': 4,
+                 'disaggregation_mode': 'prefill'}, **more)
+
+
+def test_fake_on_a_prefill_is_refused_before_the_host_is_read():
+    result, ran = run(_pd_args(disaggregation_transfer_backend='fake'))
+    assert ran == [] and result['failed']
+    assert result['msg'].startswith('a: sglang_server_disaggregation_transfer_backend fake is for a decode server only')
+    assert result['msg'].endswith('; nothing was stopped or changed')
+
+
+def test_a_backend_the_installed_release_lacks_is_refused_naming_host_variable_and_release():
+    from ansible_collections.llmops.serving.plugins.module_utils import _sglang_args
+    from ansible_collections.llmops.serving.tests.releases import releases
+    check = {'version': '0.5.11', 'cli': {'options': _sglang_args.parse_help(releases.help_text('0.5.11'), '0.5.11')}}
+    result, ran = run(_pd_args(disaggregation_transfer_backend='mooncake_tcp'),
+                      {'llmops.serving.sglang_launch_check': check}, host='gpu-a01-prefill')
+    assert [name for name, dummy in ran] == ['llmops.serving.sglang_launch_check']
+    assert result['failed'] and result['msg'] == ('gpu-a01-prefill: sglang_server_disaggregation_transfer_backend '
+                                                  'mooncake_tcp needs SGLang 0.5.13 or newer (this is 0.5.11)')

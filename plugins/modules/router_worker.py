@@ -33,7 +33,7 @@ description:
     does, and judges the wait (RV(msg)); a server still busy then fails where O(fail_on_timeout), else is stopped
     anyway with a warning. Skipped in check mode. A prefill (O(worker_type=prefill)) is idle once its running, queued,
     bootstrap and inflight requests are 0, a decode once its running, queued, prealloc and transfer requests are 0 (the
-    gauges of C(/metrics), read right after a C(/health) probe: C(/get_load) does not count the PD queues).
+    gauges of C(/metrics), read right after a C(/health) probe, since C(/get_load) does not count the PD queues).
 author:
   - llmops.serving contributors (@llmops)
 extends_documentation_fragment:

@@ -27,10 +27,13 @@ from test_router import CONTROL_PLANE_KEY, ROOT, pid_of, request, router_vars, w
 ROUTER = 'ns3'
 PORT = 30080
 ROUTER_PIDFILE = '/run/llmops/sglang-router-main.pid'
-LOAD_PAUSE = 0.1
-# inventory host -> (fleet host whose address it shares, mode, server port, simulated GPU)
-SERVERS = {'p1': ('ns1', 'prefill', 30000, 0), 'd1': ('ns1', 'decode', 30001, 1),
-           'p2': ('ns2', 'prefill', 30000, 0), 'd2': ('ns2', 'decode', 30001, 1)}
+# 4 paced clients: enough to keep requests in flight on every server, light enough for a 2-core machine.
+LOAD_CLIENTS, LOAD_PAUSE = 4, 0.25
+# inventory host -> (fleet host whose address it shares, mode, server port, simulated GPU), in the order of the
+# batches (llmops_serial 2): a prefill and a decode of different addresses in each (two servers of one address in
+# one batch race on creating the service user).
+SERVERS = {'p1': ('ns1', 'prefill', 30000, 0), 'd2': ('ns2', 'decode', 30001, 1),
+           'p2': ('ns2', 'prefill', 30000, 0), 'd1': ('ns1', 'decode', 30001, 1)}
 PREFILLS, DECODES = ['p1', 'p2'], ['d1', 'd2']
 _STATE = {}
 
@@ -97,7 +100,7 @@ def test_deploy_pairs_prefills_and_decodes_behind_the_router(bed, run_playbook):
     assert first.changed(ROUTER) > 0
     script = fleet.ssh(ROUTER, 'cat /etc/llmops/sglang-router-main.sh').stdout
     assert '--pd-disaggregation --prefill %s 8998 --prefill %s 8998 --decode %s --decode %s' % (
-        url_of(fleet, 'p1'), url_of(fleet, 'p2'), url_of(fleet, 'd1'), url_of(fleet, 'd2')) in script, script
+        url_of(fleet, 'p1'), url_of(fleet, 'p2'), url_of(fleet, 'd2'), url_of(fleet, 'd1')) in script, script
     for host, (home, mode, port, dummy) in SERVERS.items():
         argv = fleet.ssh(home, 'tr "\\0" " " </proc/%d/cmdline' % server_pid(fleet, host)).stdout
         assert '--disaggregation-mode %s' % mode in argv, (host, argv[-2000:])
@@ -141,7 +144,7 @@ def test_rolling_change_of_both_kinds_under_load_loses_nothing(bed, run_playbook
     fleet, inventory, router = bed[:3]
     before = dict((h, server_pid(fleet, h)) for h in SERVERS)
     outcome = {}
-    with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE) as load:
+    with Load(router, key=API_KEY, model='tiny-llama', clients=LOAD_CLIENTS, pause=LOAD_PAUSE) as load:
         wait_for(lambda: load.sent >= 20, 60)
         started = time.monotonic()
         rollout = threading.Thread(target=lambda: outcome.update(result=run_playbook(

@@ -1642,7 +1642,7 @@ class Proof:
             # What the collection's status.yml says meanwhile.
             status = self.p_playbook(step, 'status.yml', {}, tag='status', timeout=120)
             step.figures['status_lines'] = [' '.join(line.split())[:300] for line in status.lines
-                                            if re.search(r'\b(p1|p2|d1|d2|router)\b.*(healthy|down|running|stopped|pairs|worker)', line)][:30]
+                                            if not line.startswith('TASK') and re.search(r'\b(p1|p2|d1|d2|router)\b.*(healthy|down|running|stopped|pairs|worker)', line)][:30]
             # The way back: deploy.yml (p1 was SIGKILLed: it starts again), then, where a decode still fails requests,
             # a forced restart of the decodes (their scheduler died: 0.5.15.post1, fixed upstream in 0.5.17).
             recovering = time.monotonic()
@@ -1669,7 +1669,7 @@ class Proof:
             recovery_playbooks_s=round(back - recovering, 1),
             all_four_healthy_in_router_after_kill_s=None if healthy is None else round(back - killed, 1))
         step.figures['timeline'] = timeline[:60]
-        step.figures['guard_events'] = events or ['none (no verify calls on a decode in a round: no value, no event)']
+        step.figures['guard_events'] = events or ['none fired (floor %.1f, 3 s below it, 1 s rounds)' % FLOOR]
         for host in P_DECODES:
             step.figures['%s_log_after_kill' % host] = (
                 self.p_log_lines(host, 'Lost connection', sizes.get(host, 0))[:3] +

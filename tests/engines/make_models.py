@@ -27,6 +27,13 @@ loads its `fc`, MLP and `lm_head`):
   target's random `lm_head` proposes other tokens: acceptance about 1 in both cases.
 - `random` drafter: random weights everywhere.
 
+`--varied-target` also writes `target-varied/` (the same tokenizer and shape): a seeded random
+Llama without the carrier and with its final norm kept, so greedy decoding emits varied,
+prompt-dependent tokens (deterministic: fixed seed); its `lm_head` is scaled up so that the
+top two logits of a step stay far apart, and a kernel's rounding does not flip an argmax. It
+proves content (greedy ids of two serving paths compared token for token), not acceptance:
+no drafter here agrees with it.
+
 Shapes: `cpu` is small enough for vLLM's CPU build (head size 32 is the smallest its
 CPU attention accepts); `h200` is the shape of the recorded SGLang run on an H200
 (tests/fixtures/sglang-0.5.15.post1-h200/README.md).
@@ -53,6 +60,7 @@ SPECIALS = ["<s>", "</s>"]
 SEED = 1234
 EAGLE3_ARCH = "LlamaForCausalLMEagle3"
 CARRIER, SIGNAL = 0, 1  # hidden dimensions used by the `good` construction (module docstring)
+VARIED_SEED, VARIED_LM_HEAD_SCALE = 4321, 8.0  # `--varied-target` (module docstring)
 
 # name -> (weights, naming style, prefix, architecture, drop lm_head)
 VARIANTS = {
@@ -133,6 +141,23 @@ def write_target(out: Path, shape: dict, tok: dict) -> None:
     with torch.no_grad():
         model.model.norm.weight.zero_()
         model.model.embed_tokens.weight[:, CARRIER] = 1.0
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+
+
+def write_varied_target(out: Path, target: Path, shape: dict, tok: dict) -> None:
+    """`target-varied/`: the tokenizer of `target`, seeded random weights, no carrier, norm kept."""
+    import torch
+    from transformers import AutoConfig, LlamaForCausalLM
+
+    out.mkdir(parents=True)
+    for path in target.iterdir():
+        if path.is_file() and not path.name.endswith(".safetensors") and path.name != "config.json":
+            shutil.copy2(path, out / path.name)
+    config = AutoConfig.from_pretrained(target)
+    torch.manual_seed(VARIED_SEED)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(VARIED_LM_HEAD_SCALE)
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
 
 
@@ -239,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("out", type=Path, help="folder to write (replaced if it exists)")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="cpu")
+    parser.add_argument("--varied-target", action="store_true",
+                        help="also write target-varied/ (varied greedy tokens, for content checks)")
     args = parser.parse_args(argv)
 
     start = time.monotonic()
@@ -254,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
         "target": {"path": "target", "greedy_token_id": 0, "carrier_dim": CARRIER, **tok, **shape},
         "drafters": {v: {"path": f"drafters/{v}", **write_drafter(out / "drafters" / v, v, shape, tok)} for v in VARIANTS},
     }
+    if args.varied_target:
+        write_varied_target(out / "target-varied", out / "target", shape, tok)
+        manifest["varied_target"] = {"path": "target-varied", "seed": VARIED_SEED,
+                                     "lm_head_scale": VARIED_LM_HEAD_SCALE, **tok, **shape}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"wrote {out} ({args.shape}) in {time.monotonic() - start:.1f} s")
     return 0

@@ -7,6 +7,8 @@
 #       LIST: tests/gpu/wheels-sglang-0.5.15.post1.txt (default) or tests/gpu/wheels-sglang-0.5.11.txt (phase d)
 #       ROUTER_LIST: tests/gpu/wheels-router-0.3.2.txt (phase g): downloaded into the folder router/ of
 #       the shipped wheels, which device_step.sh install does not install (the router role's wheelhouse)
+#   PD_LIST=tests/gpu/wheels-pd-mooncake.txt (phase p): these wheels too, installed with LIST's (the transfer engine
+#       of the mooncake_tcp backend); downloaded into a folder of their own (.whl/<LIST>+<PD_LIST>)
 #   SECOND_RELEASE=tests/gpu/wheels-sglang-0.5.11.txt (phase i): that list's wheels not in LIST go into the
 #       folder release/, also left out of the install; phase i installs both releases side by side from them
 # Output: .whl/parts/N/part (one folder per call, named in `carry`), .whl/parts/COUNT.
@@ -14,6 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 list=${1:-tests/gpu/wheels-sglang-0.5.15.post1.txt}
 dl=.whl/$(basename "$list" .txt)
+pd_list=${PD_LIST:-}
+if [ -n "$pd_list" ]; then dl="$dl+$(basename "$pd_list" .txt)"; fi
 part_mib=${PART_MIB:-54}
 mkdir -p "$dl"
 platforms=()
@@ -22,6 +26,10 @@ for p in manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_24_x86_64 manyli
          manylinux1_x86_64 linux_x86_64 any; do platforms+=(--platform "$p"); done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   "${platforms[@]}" -d "$dl" -r "$list"
+if [ -n "$pd_list" ]; then
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    "${platforms[@]}" -d "$dl" -r "$pd_list"
+fi
 router_list=${2:-}
 rm -rf "$dl/router"
 if [ -n "$router_list" ]; then

@@ -1,7 +1,8 @@
 """Models of the H200 proof: tests/engines/make_models.py --shape h200, then a marker.
 
 ``python3 tests/gpu/h200/make_models.py OUT`` writes what make_models.py writes (the tiny
-target and every drafter variant, shape of the recorded H200 run) and then stamps each
+target and every drafter variant, shape of the recorded H200 run, and with ``--varied-target``
+the target without the carrier that phase p compares token for token) and then stamps each
 `good-*`/`random-*` drafter's safetensors header with ``__metadata__.llmops_sim_quality``
 (``perfect`` for the good weights, ``random`` for the random ones). Real SGLang ignores header metadata; the
 SGLang simulator (tests/sim) reads its acceptance from it, so the --simulate dry run of
@@ -49,7 +50,8 @@ def main(argv: list[str]) -> int:
     if manifest_path.exists() and json.loads(manifest_path.read_text()).get(STAMP) == stamp:
         print('models already in %s' % out)
         return 0
-    sys.argv = [str(GENERATOR), str(out), '--shape', 'h200']
+    # target-varied/ too (phase p's content check: greedy ids that differ from token to token).
+    sys.argv = [str(GENERATOR), str(out), '--shape', 'h200', '--varied-target']
     try:
         runpy.run_path(str(GENERATOR), run_name='__main__')
     except SystemExit as exc:

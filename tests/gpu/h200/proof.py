@@ -32,6 +32,12 @@ restarts and the benchmarks; ``h3`` two more cold starts, stop), the server kept
 virtualenv (tests/gpu/pack_wheels.sh with SECOND_RELEASE ships both), deploy.yml onto the first (the server runs
 its virtualenv's python), the rolling change onto the second, rollback.yml back, each health- and acceptance-checked;
 stop. On the device three calls (``i1`` models, installs; ``i2`` deploy, upgrade; ``i3`` rollback, stop).
+``p`` (issue 50, prefill/decode disaggregation, inventory-p.yml) two prefills and two decodes (mooncake_tcp) on the one GPU
+behind the real sglang-router 0.3.2 in PD mode: started prefills first, a rolling depth change under streaming load
+through the router (a prefill and its decode per batch), a prefill SIGKILLed under load (what health checks, router and
+guard see; the way back), stop; then the content check: target-varied on a PD pair behind its own router against a
+non-PD server, greedy ids token for token; stop. On the device three calls (``p1`` models, transfer engine, start;
+``p2`` rollout, kill; ``p3`` stop, content, stop), the servers and router kept between them.
 Every step is recorded PASS/FAIL/SKIP and the next one runs anyway; the server is always
 stopped before the driver exits. Standard library only.
 """
@@ -98,21 +104,32 @@ PHASES = {
     'i1': ['models', 'i_install'],
     'i2': ['i_deploy', 'i_upgrade'],
     'i3': ['i_rollback', 'stop'],
+    # Prefill/decode disaggregation (issue 50, inventory-p.yml): two prefills and two decodes on the one GPU behind the
+    # real sglang-router 0.3.2 in PD mode (mooncake_tcp), a rolling depth change under load, a prefill SIGKILLed under
+    # load, then the content check (target-varied: a PD pair behind its own router against a non-PD server, greedy ids
+    # token for token). On the device three calls, the servers and router kept between them.
+    'p': ['models', 'p_mooncake', 'p_start', 'p_roll', 'p_kill', 'p_stop', 'p_content', 'p_cstop'],
+    'p1': ['models', 'p_mooncake', 'p_start'],
+    'p2': ['p_roll', 'p_kill'],
+    'p3': ['p_stop', 'p_content', 'p_cstop'],
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
 STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200, 'h_cold': 200, 'h_cold_ready': 150, 'h_warm': 120, 'h_warm_ready': 120,
-              'i_deploy': 200, 'i_upgrade': 200, 'i_rollback': 200}
+              'i_deploy': 200, 'i_upgrade': 200, 'i_rollback': 200,
+              'p_start': 300, 'p_roll': 200, 'p_kill': 200, 'p_content': 200}
 STARTS_SERVER = {'g_warm_sampled', 'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
                  'apikey', 'rollback', 'bench_compare', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback',
-                 'h_cold', 'h_cold_ready', 'h_warm', 'h_warm_ready', 'h_bench', 'i_deploy', 'i_upgrade', 'i_rollback'}
+                 'h_cold', 'h_cold_ready', 'h_warm', 'h_warm_ready', 'h_bench', 'i_deploy', 'i_upgrade', 'i_rollback',
+                 'p_start', 'p_roll', 'p_kill', 'p_content'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
                 'unfixed_0511': 420, 'fixed_0511': 330, 'apikey': 420, 'rollback': 450, 'bench_compare': 420,
                 'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_warm_sampled': 520, 'g_stop': 150,
                 'h_model': 300, 'h_stage': 300, 'h_cold': 450, 'h_cold_ready': 300, 'h_warm': 300, 'h_warm_ready': 300, 'h_bench': 420,
-                'i_install': 360, 'i_deploy': 420, 'i_upgrade': 420, 'i_rollback': 420}
+                'i_install': 360, 'i_deploy': 420, 'i_upgrade': 420, 'i_rollback': 420,
+                'p_mooncake': 120, 'p_start': 300, 'p_roll': 420, 'p_kill': 300, 'p_stop': 150, 'p_content': 360, 'p_cstop': 150}
 # bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
 COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
 OLD_SGLANG = '0.5.11'  # the last SGLang that loads only midlayer.* drafter names
@@ -122,6 +139,20 @@ G_PORTS = {'SRV1': 30001, 'SRV2': 30002, 'ROUTER': 30080, 'ROUTER_METRICS': 2900
 G_LOAD = {'clients': 8, 'pause_device': 0.0, 'pause_simulate': 0.1, 'warm_requests': 40, 'after_requests': 100}
 G_MIN_REQUESTS = 500  # the drained run must show at least this many (issue 35)
 G_DRAIN_MAX_S = 10.0  # a drain wait above this is the old gauge gate (about 30 s on the H200)
+# Phase p: the servers (inventory-p.yml), their ports on the device (free ones in the dry run), what the checks compare.
+P_PREFILLS, P_DECODES = ['p1', 'p2'], ['d1', 'd2']
+P_SERVERS = ['p1', 'd1', 'p2', 'd2']  # the inventory's order: llmops_serial=2 batches p1+d1, then p2+d2
+P_CONTENT = ['cp', 'cd']  # the content check's pair (target-varied); 'ref' its non-PD reference
+P_PORTS = {'P1': 30011, 'P1_NCCL': 30111, 'P1_BOOTSTRAP': 8998, 'D1': 30021, 'D1_NCCL': 30121,
+           'P2': 30012, 'P2_NCCL': 30112, 'P2_BOOTSTRAP': 8999, 'D2': 30022, 'D2_NCCL': 30122,
+           'CP': 30031, 'CP_NCCL': 30131, 'CP_BOOTSTRAP': 8997, 'CD': 30032, 'CD_NCCL': 30132, 'REF': 30040,
+           'REF_NCCL': 30140, 'PD_ROUTER': 30080, 'PD_ROUTER_METRICS': 29000, 'PD_ROUTER_C': 30081,
+           'PD_ROUTER_C_METRICS': 29001}
+NONPD_ACCEPT = 4.571  # the deploy's smoke accept length of one non-PD server, good drafter, depth 5 (phases a, e, i)
+P_MIN_REQUESTS = 300
+P_KILL_WATCH_S = 30  # seconds the driver watches after the SIGKILL, before status.yml and the way back
+P_PROMPTS, P_MIN_EQUAL, P_TOKENS = 40, 32, 32
+P_NEAR_TIE = 0.05  # a top-2 logprob gap below this is a tie that the rounding of two kernels may break either way
 # Phase h: the model's names in model_stage_models, and what bench_compare sends to it.
 H_MODELS = {'target': 'llama3-8b-shape', 'drafter': 'llama3-8b-shape-eagle3'}
 H_COMPARE = dict(COMPARE, num_prompts=32, rounds=1)
@@ -235,6 +266,13 @@ class Proof:
         for name, port in ports.items():
             self.env['LLMOPS_PROOF_PORT_' + name] = str(port)
         self.g_ports = ports
+        p_ports = dict(P_PORTS)
+        if simulate:
+            p_ports = self.memo().get('p_ports') or {name: free_port() for name in P_PORTS}
+            self.memo(p_ports=p_ports)
+        for name, port in p_ports.items():
+            self.env['LLMOPS_PROOF_PORT_' + name] = str(port)
+        self.p_ports = p_ports
         self.keep_running = False  # set by main() for the calls g1 and g2 when every step passed
 
     # ---------------------------------------------------------------- bookkeeping
@@ -289,6 +327,10 @@ class Proof:
             cmd += ['-e', '@%s' % path]
         for key, value in (extra or {}).items():
             cmd += ['-e', json.dumps({key: value})]
+        if self.simulate:
+            # The dry run's machine is shared (2 cores, other test runs beside it): a step may take several times its
+            # device time there (p_roll: over 420 s at a load average of 25), and a killed playbook proves nothing.
+            timeout *= float(os.environ.get('LLMOPS_PROOF_SIM_TIMEOUT_FACTOR', '3'))
         timeout = max(10.0, min(timeout, self.left() - RESERVE_S))
         log = step.folder / ('ansible%s.log' % suffix)
         start = time.monotonic()
@@ -459,6 +501,7 @@ class Proof:
         step.check('make_models.py exit status 0', rc == 0, out.strip().splitlines()[-1:] if out.strip() else rc)
         for variant in (GOOD, RANDOM, OTHER):
             step.check('drafter %s written' % variant, (self.models / 'drafters' / variant / 'model.safetensors').exists())
+        step.check('target-varied written (phase p\'s content check)', (self.models / 'target-varied' / 'config.json').exists())
         if manifest.exists():
             data = json.loads(manifest.read_text())
             step.figures['target'] = '%(layers)s layers, hidden %(hidden)s, vocab %(vocab_size)s' % data['target']
@@ -486,6 +529,11 @@ class Proof:
             shutil.move(drafter, str(final))
             shutil.rmtree(scratch)
             manifest['drafters'][name] = {'path': 'drafters/' + name, 'sim_quality': quality}
+        varied = self.models / 'target-varied'
+        if varied.exists():
+            shutil.rmtree(varied)
+        shutil.copytree(self.models / 'target', varied)  # the simulator's ids do not depend on the weights anyway
+        manifest['varied_target'] = {'path': 'target-varied', 'stand_in': 'a copy of target'}
         (self.models / 'manifest.json').write_text(json.dumps(manifest, indent=2) + '\n')
         return 0, 'stand-in models written in %s' % self.models
 
@@ -1255,6 +1303,494 @@ class Proof:
                    [str(p) for p in self.g_pidfiles().values() if p.exists()])
         self.g_keep_logs(step)
 
+    # ---------------------------------------------------------------- phase p: prefill/decode disaggregation
+    def p_pidfiles(self, hosts=P_SERVERS, routers=('main',)):
+        pidfiles = {host: self.work / ('run-pd-%s' % host) / ('sglang-pd-%s.pid' % host) for host in hosts}
+        for name in routers:
+            pidfiles['router' if name == 'main' else 'router_c'] = self.work / 'run-pd-router' / ('sglang-router-%s.pid' % name)
+        return pidfiles
+
+    def p_pids(self, hosts=P_SERVERS, routers=('main',)):
+        pids = {}
+        for host, path in self.p_pidfiles(hosts, routers).items():
+            try:
+                data = json.loads(path.read_text())
+                pids[host] = data['pid'] if isinstance(data, dict) else int(data)
+            except (OSError, ValueError, KeyError, TypeError):
+                pids[host] = None
+        return pids
+
+    def p_url(self, name):
+        return 'http://127.0.0.1:%s' % self.p_ports[name.upper()]
+
+    def p_workers(self, router='PD_ROUTER'):
+        """url -> (worker_type, is_healthy) as the router lists them ({} when it does not answer)."""
+        try:
+            with urllib.request.urlopen(self.p_url(router) + '/workers', timeout=5) as resp:
+                return {w['url']: (w.get('worker_type'), w['is_healthy']) for w in json.loads(resp.read().decode())['workers']}
+        except (OSError, ValueError, KeyError):
+            return {}
+
+    def p_expected(self, hosts=P_SERVERS):
+        return {self.p_url(h): ('prefill' if h in P_PREFILLS + ['cp'] else 'decode', True) for h in hosts}
+
+    def p_wait_all_healthy(self, timeout, router='PD_ROUTER', hosts=P_SERVERS):
+        want = self.p_expected(hosts)
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if self.p_workers(router) == want:
+                return round(time.monotonic() - start, 1)
+            time.sleep(0.2)
+        return None
+
+    def p_playbook(self, step, name, extra, tag='', limit=None, timeout=None):
+        return self.playbook(step, REPO / 'playbooks' / name, extra=extra, tag=tag, limit=limit,
+                             inventory='inventory-p.yml', timeout=timeout or STEP_TIMEOUT[step.name])
+
+    def p_keep_logs(self, step, hosts=P_SERVERS, routers=('main',)):
+        for host in hosts:
+            path = self.work / 'log' / ('sglang-pd-%s.log' % host)
+            if path.exists():
+                target = step.folder / ('server-%s.log' % host)
+                shutil.copyfile(path, target)
+                trim_file(target, 150, 250)
+        for name in routers:
+            path = self.work / 'log' / ('sglang-router-%s.log' % name)
+            if path.exists():
+                shutil.copyfile(path, step.folder / ('router-%s.log' % name))
+                trim_file(step.folder / ('router-%s.log' % name), 150, 250)
+        apps, gpus, raw = self.nvidia_smi()
+        (step.folder / 'nvidia-smi.txt').write_text(raw)
+        step.figures['gpu'] = apps + ['GPU %s: %s of %s MiB used' % row for row in gpus]
+
+    def p_log_lines(self, host, needle, since=0):
+        """Lines of host's server log (from byte ``since``) that hold ``needle``."""
+        path = self.work / 'log' / ('sglang-pd-%s.log' % host)
+        try:
+            with path.open('rb') as handle:
+                handle.seek(since)
+                text = handle.read().decode(errors='replace')
+        except OSError:
+            return []
+        return [line.strip()[:300] for line in text.splitlines() if needle in line]
+
+    def p_log_sizes(self, hosts=P_SERVERS):
+        sizes = {}
+        for host in hosts:
+            try:
+                sizes[host] = (self.work / 'log' / ('sglang-pd-%s.log' % host)).stat().st_size
+            except OSError:
+                sizes[host] = 0
+        return sizes
+
+    def p_check_flags(self, step, host, depth, mode):
+        argv = process_argv(self.p_pids([host], ())[host])
+        pairs = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith('--')}
+        want = {'--speculative-num-draft-tokens': str(depth), '--speculative-num-steps': str(depth - 1),
+                '--speculative-eagle-topk': '1', '--nccl-port': self.env['LLMOPS_PROOF_PORT_%s_NCCL' % host.upper()]}
+        if mode:
+            want.update({'--disaggregation-mode': mode, '--disaggregation-transfer-backend': 'mooncake_tcp'})
+        if mode == 'prefill':
+            want['--disaggregation-bootstrap-port'] = self.env['LLMOPS_PROOF_PORT_%s_BOOTSTRAP' % host.upper()]
+        got = {k: pairs.get(k) for k in want}
+        step.check('%s runs with the flags of depth %d%s' % (host, depth, ', %s, mooncake_tcp' % mode if mode else ''),
+                   got == want, 'pid %s: %s' % (self.p_pids([host], ())[host], got))
+
+    def p_check_serving(self, step, run, depth, hosts=P_SERVERS, floor=True):
+        """Each host's last health check ready; the acceptance floor on the decodes (a prefill decodes nothing)."""
+        for host in hosts:
+            checks = self.g_health(run, host)
+            last = checks[-1]['result'] if checks else {}
+            smoke = last.get('smoke') or {}
+            step.figures['%s_ready_s' % host] = last.get('elapsed')
+            step.figures['%s_accept' % host] = smoke.get('accept_length')
+            if not step.check('%s: health ready' % host, last.get('status') == 'ready', last.get('msg') or last.get('status')):
+                self.engine_down = 'a server did not become ready in step %s' % step.folder.name
+            mode = None if host == 'ref' else ('prefill' if host in P_PREFILLS + ['cp'] else 'decode')
+            if floor and mode == 'decode':
+                value = smoke.get('accept_length')
+                step.check('%s (decode): accept length >= %.1f' % (host, FLOOR), value is not None and value >= FLOOR, value)
+            self.p_check_flags(step, host, depth, mode)
+
+    def p_metric(self, host, name):
+        """Sum of a Prometheus metric over its label sets on host's /metrics (None without an answer)."""
+        try:
+            with urllib.request.urlopen(self.p_url(host) + '/metrics', timeout=5) as resp:
+                text = resp.read().decode(errors='replace')
+        except OSError:
+            return None
+        total, seen = 0.0, False
+        for line in text.splitlines():
+            if line.startswith(name) and line[len(name):len(name) + 1] in ('{', ' '):
+                try:
+                    total += float(line.rsplit(None, 1)[-1])
+                    seen = True
+                except ValueError:
+                    pass
+        return total if seen else None
+
+    def p_generate(self, url, text, tokens=32, logprobs=False, timeout=60):
+        body = {'text': text, 'sampling_params': {'temperature': 0, 'max_new_tokens': tokens, 'ignore_eos': True}}
+        if logprobs:
+            body.update(return_logprob=True, top_logprobs_num=2)
+        req = urllib.request.Request(url + '/generate', data=json.dumps(body).encode(),
+                                     headers={'Content-Type': 'application/json'})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read().decode())
+
+    def step_p_mooncake(self, step):
+        """The transfer engine SGLang's mooncake_tcp backend imports (mooncake.engine), with the device's torch."""
+        if self.simulate:
+            step.check('dry run: the simulator moves no KV and needs no transfer engine', True)
+            step.notes.append('SIMULATED: mooncake is not imported in the dry run')
+            return
+        code = ('import importlib.metadata as m, os, torch\n'
+                'import mooncake\n'
+                'print("dir", os.path.dirname(mooncake.__file__))\n'
+                'from mooncake.engine import TransferEngine\n'
+                'print("version", m.version("mooncake-transfer-engine-cuda13"), TransferEngine.__name__)\n')
+        rc, out = self.command([self.ansible_python, '-c', code], timeout=120)
+        (step.folder / 'mooncake.log').write_text(out)
+        found = re.search(r'^dir (\S+)', out, re.M)
+        if found:
+            dummy, ldd = self.command(['ldd', os.path.join(found.group(1), 'engine.so')])
+            missing = [line.strip() for line in ldd.splitlines() if 'not found' in line]
+            step.figures['engine_so_missing_libs'] = missing
+            (step.folder / 'ldd-engine.txt').write_text(ldd)
+        version = re.search(r'^version (\S+)', out, re.M)
+        step.figures['mooncake'] = version.group(1) if version else None
+        step.check('mooncake.engine imports beside the device torch', rc == 0 and version, out.strip()[-600:])
+
+    def step_p_start(self, step):
+        good = str(self.models / 'drafters' / GOOD)
+        common = {'sglang_server_speculative_draft_model_path': good, 'sglang_server_speculative_depth': 5,
+                  'llmops_serial': 2, 'sglang_router_group': 'none_such'}
+        # The prefills first, ready before the decodes start (as the standalone probe did; each server takes its memory
+        # share from what is free at its start), then the decodes; no router yet (none to drain or register with).
+        for tag, hosts in (('prefills', P_PREFILLS), ('decodes', P_DECODES)):
+            run = self.p_playbook(step, 'deploy.yml', common, tag=tag, limit=','.join(hosts))
+            step.check('deploy.yml (%s, serial 2) succeeded' % ', '.join(hosts), run.rc == 0,
+                       'rc %s; %s' % (run.rc, failure_messages(run)))
+            self.p_check_serving(step, run, 5, hosts)
+            if not step.checks or not all(c['ok'] for c in step.checks):
+                self.p_keep_logs(step)
+                return
+        for host in P_DECODES:
+            value = step.figures.get('%s_accept' % host)
+            step.check('%s: accept length within 5%% of the non-PD figure %.3f' % (host, NONPD_ACCEPT),
+                       value is not None and abs(value - NONPD_ACCEPT) <= 0.05 * NONPD_ACCEPT, value)
+        step.figures['bootstrap'] = self.g_router_venv()
+        started = time.monotonic()
+        router = self.p_playbook(step, 'router.yml', {}, tag='router')
+        step.figures['router_yml_s'] = round(time.monotonic() - started, 1)
+        step.check('router.yml succeeded', router.rc == 0, 'rc %s; %s' % (router.rc, failure_messages(router)))
+        # The router names its process sglang::router (its /proc cmdline is that title): its launch script's command.
+        script = self.work / 'etc' / 'sglang-router-main.sh'
+        argv = script.read_text().split() if script.exists() else []
+        step.figures['router_argv'] = [' '.join(argv)[-700:]]
+        ports = [self.env['LLMOPS_PROOF_PORT_%s_BOOTSTRAP' % h.upper()] for h in P_PREFILLS]
+        want = ['--pd-disaggregation'] + [x for h, port in zip(P_PREFILLS, ports) for x in ('--prefill', self.p_url(h), port)] + [
+            x for h in P_DECODES for x in ('--decode', self.p_url(h))]
+        step.check('the router runs in PD mode (--pd-disaggregation --prefill URL BOOTSTRAP_PORT ... --decode URL ...)',
+                   ' '.join(want) in ' '.join(argv), argv[-14:])
+        healthy = self.p_wait_all_healthy(60)
+        step.check('the router lists both prefills and both decodes healthy, with their types', healthy is not None,
+                   self.p_workers())
+        with ClientLoad(self.p_url('PD_ROUTER'), 'tiny-llama', 8, 0.0, limit=16, timeout=60) as probe:
+            probe.wait_sent(16, 90)
+        step.check('16 streams through the router completed', probe.sent == 16 and probe.failed == 0 and probe.truncated == 0,
+                   'sent %d, failed %d, truncated %d' % (probe.sent, probe.failed, probe.truncated))
+        try:
+            answer = self.p_generate(self.p_url('PD_ROUTER'), 'The quick brown fox', 32)
+            meta = answer.get('meta_info') or {}
+            step.figures['router_generate_accept'] = meta.get('spec_accept_length')
+            step.check('/generate through the router: 32 tokens', len(answer.get('output_ids') or []) == 32,
+                       str(answer)[:300])
+        except (OSError, ValueError) as exc:
+            step.check('/generate through the router: 32 tokens', False, exc)
+        transfer = {h: self.p_metric(h, 'sglang:kv_transfer_total_mb') for h in P_PREFILLS}
+        step.figures['kv_transfer_total_mb'] = ', '.join('%s %s' % kv for kv in transfer.items())
+        if self.simulate:
+            step.notes.append('SIMULATED: the simulator moves no KV (kv_transfer_total_mb not checked)')
+        else:
+            step.check('the prefills counted KV transfers (sglang:kv_transfer_total_mb > 0)',
+                       sum(v or 0 for v in transfer.values()) > 0, transfer)
+        self.memo(p_pids_start=self.p_pids())
+        self.p_keep_logs(step)
+
+    def p_running(self, step):
+        pids = self.p_pids()
+        running = all(pid is not None and Path('/proc', str(pid)).exists() for pid in pids.values())
+        step.check('the prefills, the decodes and the router run (p_start passed in this machine hold)', running, pids)
+        return running and self.p_wait_all_healthy(60) is not None
+
+    def step_p_roll(self, step):
+        if not self.p_running(step):
+            return
+        before, sizes = self.p_pids(), self.p_log_sizes()
+        pause = G_LOAD['pause_simulate'] if self.simulate else G_LOAD['pause_device']
+        with ClientLoad(self.p_url('PD_ROUTER'), 'tiny-llama', G_LOAD['clients'], pause) as load:
+            warm = load.wait_sent(G_LOAD['warm_requests'], 60)
+            begin = time.monotonic()
+            # Batches of a prefill and its decode (p1+d1, then p2+d2): the prefill is drained out of the router first;
+            # on 0.5.15.post1 a decode that gets requests for a prefill that went away kills its scheduler
+            # (decode.py _ensure_prefill_info), so the decode restarts in the same batch, and the drain keeps the
+            # router from sending the other decode any request for the stopped prefill.
+            # A depth change is a change of speculative settings, which the deploy refuses to roll one batch at a
+            # time (issue 48: new prefills would pair with old decodes) unless llmops_pd_mixed_ok: here it says so,
+            # and the run shows whether SGLang serves such mixed pairs (depth 3 prefill, depth 5 decode) meanwhile.
+            run = self.p_playbook(step, 'deploy.yml', {'sglang_server_speculative_depth': 3, 'llmops_serial': 2,
+                                                       'llmops_pd_mixed_ok': True})
+            end = time.monotonic()
+            after_ok = load.wait_sent(load.sent + G_LOAD['after_requests'], 60)
+        row = load.row(begin, end)
+        row['rollout_s'] = round(end - begin, 1)
+        drains = self.g_drains(run)
+        row['drain_s'] = ', '.join('%s %.2f (%s, %d reads)' % (h, *drains[h]) for h in sorted(drains)) or 'none'
+        step.figures.update(row)
+        step.figures['rollout'] = row
+        after = self.p_pids()
+        step.check('clients warmed up through the router before the deploy', warm, 'sent %d' % load.sent)
+        step.check('clients went on after the deploy', after_ok, 'sent %d' % load.sent)
+        step.check('deploy.yml (depth 5 -> 3, serial 2: p1+d1, then p2+d2, llmops_pd_mixed_ok) succeeded', run.rc == 0,
+                   'rc %s; %s' % (run.rc, failure_messages(run)))
+        step.check('all four restarted (new PIDs)', all(after[h] not in (None, before[h]) for h in P_SERVERS),
+                   '%s -> %s' % (before, after))
+        self.p_check_serving(step, run, 3)
+        step.check('each server drained: its idle line printed', sorted(drains) == sorted(P_SERVERS), drains)
+        step.check('no request failed', row['failed'] == 0, row['failed'])
+        step.check('no stream truncated', row['truncated'] == 0, row['truncated'])
+        step.check('at least %d requests' % P_MIN_REQUESTS, row['requests'] >= P_MIN_REQUESTS, row['requests'])
+        lost = {h: self.p_log_lines(h, 'Lost connection with prefill', sizes.get(h, 0)) for h in P_DECODES}
+        step.figures['decode_lost_connection_lines'] = ['%s: %s' % (h, line) for h in P_DECODES for line in lost[h][:5]]
+        step.notes.append('decode log lines "Lost connection with prefill" during the rollout: %s (a decode heartbeats '
+                          'every prefill it took KV from; the drained prefill had no request left for it)'
+                          % ', '.join('%s %d' % (h, len(lost[h])) for h in P_DECODES))
+        healthy = self.p_wait_all_healthy(30)
+        step.check('the router lists all four healthy afterwards', healthy is not None, self.p_workers())
+        lo, hi = begin - load.origin, end - load.origin
+        kept = [x for x in load.samples if x['outcome'] != 'ok' or lo <= x['start'] <= hi][:20000]
+        (step.folder / 'requests.jsonl').write_text(''.join(json.dumps(sample) + '\n' for sample in kept))
+        self.p_keep_logs(step)
+
+    def p_guard(self):
+        """The acceptance poller's logic (extensions/eda/plugins/event_source/acceptance_poller.py: its counters and
+        Watch) over the decodes, read with urllib here: what the speculation guard would see."""
+        import importlib.util  # pylint: disable=import-outside-toplevel
+        import types  # pylint: disable=import-outside-toplevel
+        if 'aiohttp' not in sys.modules:
+            try:
+                import aiohttp  # noqa: F401 pylint: disable=import-outside-toplevel,unused-import
+            except ImportError:
+                sys.modules['aiohttp'] = types.ModuleType('aiohttp')  # used only by its async reader, not here
+        path = REPO / 'extensions' / 'eda' / 'plugins' / 'event_source' / 'acceptance_poller.py'
+        spec = importlib.util.spec_from_file_location('llmops_acceptance_poller', path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    def p_guard_read(self, poller, host):
+        try:
+            with urllib.request.urlopen(self.p_url(host) + '/metrics', timeout=2) as resp:
+                return poller.counters(resp.read().decode(errors='replace'))
+        except OSError:
+            return None
+
+    def p_health(self, host):
+        try:
+            with urllib.request.urlopen(self.p_url(host) + '/health', timeout=2) as resp:
+                return resp.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except OSError:
+            return 'no answer'
+
+    def step_p_kill(self, step):
+        if not self.p_running(step):
+            return
+        poller = self.p_guard()
+        watch = poller.Watch([{'host': h, 'url': self.p_url(h), 'floor': FLOOR} for h in P_DECODES], for_s=3.0)
+        before, sizes = self.p_pids(), self.p_log_sizes()
+        victim = before['p1']
+        timeline, events, last = [], [], None
+        pause = G_LOAD['pause_simulate'] if self.simulate else G_LOAD['pause_device']
+        with ClientLoad(self.p_url('PD_ROUTER'), 'tiny-llama', G_LOAD['clients'], pause) as load:
+            load.wait_sent(G_LOAD['warm_requests'], 60)
+            watch.round({h: self.p_guard_read(poller, h) for h in P_DECODES}, time.monotonic())
+            killed = time.monotonic()
+            os.killpg(victim, signal.SIGKILL)
+            step.figures['killed'] = 'p1 session %s, SIGKILL' % victim
+            # What each side shows, every second for P_KILL_WATCH_S: the servers' /health, their processes, the router's
+            # view of its workers, the guard's rounds on the decodes, the clients' failures.
+            while time.monotonic() - killed < P_KILL_WATCH_S:
+                now = time.monotonic()
+                pids = self.p_pids()
+                state = {'health': {h: self.p_health(h) for h in P_SERVERS},
+                         'alive': {h: bool(self.server_processes(pids[h])) if pids[h] else False for h in P_SERVERS},
+                         'router': {url.rsplit(':', 1)[-1]: healthy for url, (dummy, healthy) in self.p_workers().items()},
+                         'failed': load.failed, 'truncated': load.truncated}
+                for event in watch.round({h: self.p_guard_read(poller, h) for h in P_DECODES}, now):
+                    events.append('%.1f s: %s %s %s' % (now - killed, event['alert']['host'], event['alert']['status'],
+                                                        event['alert']['annotations']['value']))
+                shown = {k: v for k, v in state.items() if k not in ('failed', 'truncated')}
+                if shown != last:
+                    timeline.append('%.1f s: %s' % (now - killed, json.dumps(state, sort_keys=True)))
+                    last = shown
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
+            step.figures['watch_failed'] = load.failed
+            step.figures['watch_truncated'] = load.truncated
+            # What the collection's status.yml says meanwhile.
+            status = self.p_playbook(step, 'status.yml', {}, tag='status', timeout=120)
+            step.figures['status_lines'] = [' '.join(line.split())[:300] for line in status.lines
+                                            if not line.startswith('TASK') and re.search(r'\b(p1|p2|d1|d2|router)\b.*(healthy|down|running|stopped|pairs|worker)', line)][:30]
+            # The way back: deploy.yml (p1 was SIGKILLed: it starts again), then, where a decode still fails requests,
+            # a forced restart of the decodes (their scheduler died: 0.5.15.post1, fixed upstream in 0.5.17).
+            recovering = time.monotonic()
+            run = self.p_playbook(step, 'deploy.yml', {'llmops_serial': 2}, tag='recover')
+            step.figures['recover_rc'] = run.rc
+            probe_from = load.sent
+            load.wait_sent(probe_from + 40, 40)
+            if any(x['outcome'] != 'ok' for x in load.samples[probe_from:]) or run.rc != 0:
+                step.notes.append('after deploy.yml requests still failed (or it failed): the decodes restarted too')
+                run2 = self.p_playbook(step, 'deploy.yml', {'llmops_serial': 1, 'sglang_server_restart': True},
+                                       tag='recover-decodes', limit=','.join(P_DECODES))
+                step.figures['recover_decodes_rc'] = run2.rc
+            healthy = self.p_wait_all_healthy(90)
+            back = time.monotonic()
+            load.wait_sent(load.sent + G_LOAD['after_requests'], 60)
+        kill_s = killed - load.origin
+        after_kill = [x for x in load.samples if x['start'] >= kill_s]
+        failures = [x for x in after_kill if x['outcome'] != 'ok']
+        last_failure = max((x['start'] + x['seconds'] for x in failures), default=None)
+        step.figures.update(
+            requests_after_kill=len(after_kill), failed_after_kill=sum(x['outcome'] == 'failed' for x in after_kill),
+            truncated_after_kill=sum(x['outcome'] == 'truncated' for x in after_kill),
+            last_failure_after_kill_s=None if last_failure is None else round(last_failure - kill_s, 1),
+            recovery_playbooks_s=round(back - recovering, 1),
+            all_four_healthy_in_router_after_kill_s=None if healthy is None else round(back - killed, 1))
+        step.figures['timeline'] = timeline[:60]
+        step.figures['guard_events'] = events or ['none fired (floor %.1f, 3 s below it, 1 s rounds)' % FLOOR]
+        for host in P_DECODES:
+            step.figures['%s_log_after_kill' % host] = (
+                self.p_log_lines(host, 'Lost connection', sizes.get(host, 0))[:3] +
+                self.p_log_lines(host, 'Could not fetch prefill parallel info', sizes.get(host, 0))[:3] +
+                self.p_log_lines(host, "has no attribute 'abort'", sizes.get(host, 0))[:3])
+        step.check('p1 was killed', not Path('/proc', str(victim)).exists() or not self.server_processes(victim), victim)
+        step.check('the pair serves again: all four healthy in the router', healthy is not None, self.p_workers())
+        tail = [x for x in load.samples if x['start'] >= back - load.origin]
+        step.check('requests through the router succeed again (every one after the recovery)',
+                   tail and all(x['outcome'] == 'ok' for x in tail), '%d after, %d not ok' % (
+                       len(tail), sum(x['outcome'] != 'ok' for x in tail)))
+        (step.folder / 'requests.jsonl').write_text(''.join(json.dumps(x) + '\n' for x in after_kill[:20000]))
+        self.p_keep_logs(step)
+
+    def p_stop(self, step, hosts, routers, extra):
+        """The router first (SIGTERM to its session), then stop.yml without a router: the drain gate refuses to take a
+        router's last prefill or decode out of it, and the router goes away anyway."""
+        pids = self.p_pids(hosts, routers)
+        step.figures['pids'] = pids
+        for name in routers:
+            key = 'router' if name == 'main' else 'router_c'
+            how = 'not running'
+            if pids.get(key) is not None and Path('/proc', str(pids[key])).exists():
+                how = stop_session(pids[key])
+            step.figures['%s_stop' % key] = how
+            pidfile = self.p_pidfiles((), (name,))[key]
+            if pidfile.exists() and not self.server_processes(pids.get(key)):
+                pidfile.unlink()
+        run = self.p_playbook(step, 'stop.yml', dict(extra, sglang_router_group='none_such'))
+        step.check('stop.yml (%s) succeeded' % ', '.join(hosts), run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+        left = [p for key in pids for p in (self.server_processes(pids[key]) if pids[key] else [])]
+        apps, gpus, raw = self.nvidia_smi()
+        (step.folder / 'nvidia-smi.txt').write_text(raw)
+        step.check('no process of the servers nor of the router left', not left, left)
+        step.check('nvidia-smi lists no compute process', not apps, apps)
+        step.check('GPU memory back to idle (< 1024 MiB used)', gpus and all(row[1] < 1024 for row in gpus),
+                   gpus or raw[-300:])
+        step.check('pidfiles removed', not any(path.exists() for path in self.p_pidfiles(hosts, routers).values()),
+                   [str(p) for p in self.p_pidfiles(hosts, routers).values() if p.exists()])
+        self.p_keep_logs(step, hosts, routers)
+
+    def step_p_stop(self, step):
+        self.p_stop(step, P_SERVERS, ('main',), {})
+
+    def step_p_content(self, step):
+        """target-varied served by a PD pair behind its own router and by a non-PD server: greedy ids compared."""
+        good = str(self.models / 'drafters' / GOOD)
+        if not (self.models / 'target-varied' / 'config.json').exists():
+            step.check('models/target-varied written (make_models.py --varied-target)', False, self.models)
+            return
+        common = {'sglang_server_speculative_draft_model_path': good, 'sglang_server_speculative_depth': 5,
+                  'llmops_serial': 3, 'sglang_router_group': 'none_such'}
+        # The three together (a decode needs no prefill to start; p_start showed the prefill-first order), then the
+        # pair's own router.
+        hosts = P_CONTENT + ['ref']
+        run = self.p_playbook(step, 'deploy.yml', dict(common, llmops_hosts=','.join(hosts)), tag='deploy')
+        step.check('deploy.yml (%s) succeeded' % ', '.join(hosts), run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+        self.p_check_serving(step, run, 5, hosts, floor=False)
+        if not all(c['ok'] for c in step.checks):
+            self.p_keep_logs(step, hosts, ('content',))
+            return
+        router = self.p_playbook(step, 'router.yml', {'sglang_router_group': 'proof_content_routers',
+                                                      'sglang_router_worker_group': 'proof_content'}, tag='router')
+        step.check('router.yml (router_c in front of cp and cd) succeeded', router.rc == 0,
+                   'rc %s; %s' % (router.rc, failure_messages(router)))
+        step.check('router_c lists cp and cd healthy', self.p_wait_all_healthy(60, 'PD_ROUTER_C', P_CONTENT) is not None,
+                   self.p_workers('PD_ROUTER_C'))
+        rows, equal, near_ties, diverged = [], 0, 0, []
+        sent = time.monotonic()
+        for index, prompt in enumerate(content_prompts(P_PROMPTS)):
+            try:
+                pd = self.p_generate(self.p_url('PD_ROUTER_C'), prompt, P_TOKENS)
+                ref = self.p_generate(self.p_url('REF'), prompt, P_TOKENS, logprobs=True)
+            except (OSError, ValueError) as exc:
+                rows.append({'prompt': prompt, 'error': str(exc)})
+                continue
+            a, b = pd.get('output_ids') or [], ref.get('output_ids') or []
+            row = {'prompt': prompt, 'pd': a, 'ref': b, 'equal': a == b and len(a) == P_TOKENS}
+            if row['equal']:
+                equal += 1
+            else:
+                at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+                top = ((ref.get('meta_info') or {}).get('output_top_logprobs') or [])
+                gap = None
+                if at < len(top) and top[at] and len(top[at]) >= 2:
+                    gap = round(abs(top[at][0][0] - top[at][1][0]), 4)
+                row.update(first_difference=at, ref_top2_logprob_gap=gap)
+                near_ties += gap is not None and gap < P_NEAR_TIE
+                diverged.append('prompt %d at token %d (gap %s)' % (index, at, gap))
+            rows.append(row)
+        step.figures['compare_s'] = round(time.monotonic() - sent, 1)
+        (step.folder / 'content.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+        seqs = [tuple(r['ref']) for r in rows if 'ref' in r]
+        distinct_ids = len(set(x for s in seqs for x in s))
+        varied = sum(len(set(s)) > 1 for s in seqs)
+        step.figures.update(prompts=len(rows), equal=equal, diverged=', '.join(diverged) or 'none', distinct_ids=distinct_ids,
+                            sequences_with_several_ids=varied, distinct_sequences=len(set(seqs)))
+        step.check('greedy ids through the PD pair equal the non-PD server\'s for >= %d of %d prompts (%d tokens each)'
+                   % (P_MIN_EQUAL, P_PROMPTS, P_TOKENS), equal >= P_MIN_EQUAL, '%d equal' % equal)
+        step.check('every difference starts at a near tie of the non-PD server (top-2 logprob gap < %.2f)' % P_NEAR_TIE,
+                   len(diverged) == near_ties, diverged)
+        step.check('the target emits varied tokens (>= 16 distinct ids, most sequences more than one id)',
+                   distinct_ids >= 16 and varied >= len(seqs) // 2, '%d distinct ids, %d of %d sequences' % (
+                       distinct_ids, varied, len(seqs)))
+        # Prompts p and p+1 end in the same word and differ before it: different continuations show that the ids depend
+        # on the whole prompt (its KV), not on the last token alone.
+        pairs = [(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2) if 'ref' in rows[i] and 'ref' in rows[i + 1]]
+        context = sum(x['ref'] != y['ref'] for x, y in pairs)
+        step.figures['same_last_word_pairs_that_differ'] = '%d of %d' % (context, len(pairs))
+        if self.simulate:
+            step.notes.append('SIMULATED: the simulator\'s ids do not depend on the prompt (no content proof in a dry run)')
+        else:
+            step.check('the ids depend on the whole prompt (pairs that end alike continue differently)', context >= len(pairs) // 2,
+                       '%d of %d' % (context, len(pairs)))
+        transfer = self.p_metric('cp', 'sglang:kv_transfer_total_mb')
+        step.figures['cp_kv_transfer_total_mb'] = transfer
+        self.p_keep_logs(step, P_CONTENT + ['ref'], ('content',))
+
+    def step_p_cstop(self, step):
+        self.p_stop(step, P_CONTENT + ['ref'], ('content',), {'llmops_hosts': 'proof_content,proof_reference'})
+
     # ---------------------------------------------------------------- phase h: time to serving, 16 GB model
     def step_h_model(self, step):
         """The 16 GB Llama-3-8B-shaped target and its drafter, written by make_big_model.py with the device's
@@ -1547,13 +2083,22 @@ class Proof:
         if self.keep_running:
             print('the servers (and the router) left running for the next call', flush=True)
             return
-        g_running = any(path.exists() for path in self.g_pidfiles().values())  # phase g's servers are not this one
+        p_main = any(path.exists() for path in self.p_pidfiles().values())
+        p_content = any(path.exists() for path in self.p_pidfiles(P_CONTENT + ['ref'], ('content',)).values())
+        # phase g's and phase p's servers are not this one
+        g_running = any(path.exists() for path in self.g_pidfiles().values()) or p_main or p_content
         if self.pidfile.exists() or (not g_running and self.server_processes(self.server_pid())):
             self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 120)
             self.run_step('stop')
         if any(path.exists() for path in self.g_pidfiles().values()):
             self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 150)
             self.run_step('g_stop')
+        if p_main:
+            self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 150)
+            self.run_step('p_stop')
+        if p_content:
+            self.budget = max(self.budget, time.monotonic() - self.started + RESERVE_S + 150)
+            self.run_step('p_cstop')
 
     def bundle(self, label):
         self.out.mkdir(parents=True, exist_ok=True)
@@ -1672,6 +2217,18 @@ def stop_session(pid, grace=20):
 
 
 # -------------------------------------------------------------------- helpers
+CONTENT_WORDS = ['river', 'stone', 'quick', 'cloud', 'amber', 'lunar', 'maple', 'orbit', 'pixel', 'delta', 'ember', 'frost']
+
+
+def content_prompts(count):
+    """Phase p's prompts, deterministic: prompts 2k and 2k+1 end in the same words and differ before them."""
+    prompts = []
+    for i in range(count):
+        head = ' '.join(CONTENT_WORDS[(i * 5 + k * 7) % len(CONTENT_WORDS)] for k in range(3 + i % 4))
+        prompts.append('%s %d %s' % (head, i // 2, CONTENT_WORDS[(i // 2) % len(CONTENT_WORDS)]))
+    return prompts
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
@@ -1819,7 +2376,7 @@ def main(argv=None):
     parser.add_argument('--simulate', action='store_true', help='SGLang simulator and nvidia-smi stand-in')
     parser.add_argument('what', nargs='*', default=['all'],
                         help='phases a, b, c, d (SGLang 0.5.11 installed), e, f, g (device: g1, g2, g3), h (device: h1, h2, h3), '
-                             'i (device: i1, i2, i3), '
+                             'i (device: i1, i2, i3), p (device: p1, p2, p3), '
                              'all (a, b, c; '
                              'default) or step names: %s' % ', '.join(STEP_TIMEOUT))
     args = parser.parse_args(argv)
@@ -1849,7 +2406,8 @@ def main(argv=None):
             outcomes.append(proof.run_step(name).outcome)
         # Phase g's servers and router (phase h's server) stay up for the next call (g1 -> g2 -> g3, h1 -> h2
         # -> h3, or a skipped step named alone) when this call ran a g (h) step, not the stop, and nothing failed.
-        proof.keep_running = (any(n.startswith(('g_', 'h_', 'i_')) for n in steps) and not {'g_stop', 'stop'} & set(steps)
+        proof.keep_running = (any(n.startswith(('g_', 'h_', 'i_', 'p_')) for n in steps)
+                              and not {'g_stop', 'stop', 'p_stop', 'p_cstop'} & set(steps)
                               and bool(outcomes) and all(o in ('PASS', 'SKIP') for o in outcomes))
     except KeyboardInterrupt as exc:
         print('interrupted (%s): stopping the server' % exc, flush=True)

@@ -18,6 +18,7 @@ Ansible's ``open_url`` for the modules, the benchmark passes its own transport's
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
 
@@ -451,8 +452,26 @@ def generate_body(prompt, max_new_tokens, temperature=0.0, stream=False, ignore_
     return body
 
 
-def smoke_request(request, kind, prompt, max_tokens, model=None, timeout=120, temperature=0.0):
-    """Send one real generation; return a dict (ok, text, tokens, meta_info, error...)."""
+# SGLang's FAKE_BOOTSTRAP_HOST (disaggregation/utils.py): a request to a prefill or decode server that names it as
+# its bootstrap host runs on that server alone (its own /health_generate sends it), with no KV transfer to or
+# from a peer. A request to such a server without a bootstrap_room is refused (HTTP 400, "Invalid request:
+# Disaggregated request received without bootstrap room id.").
+FAKE_BOOTSTRAP_HOST = '2.2.2.2'
+DISAGGREGATION_MODES = ('prefill', 'decode')
+
+
+def disaggregation_fields(mode):
+    """The fields a generation request sent straight to a server of ``mode`` (its --disaggregation-mode: prefill,
+    decode, or None/null for a server that does both) needs so that it runs on that server alone: the fake
+    bootstrap host and a random room (a 63-bit int, as SGLang draws them); ``{}`` for a server that is not PD."""
+    if mode not in DISAGGREGATION_MODES:
+        return {}
+    return {'bootstrap_host': FAKE_BOOTSTRAP_HOST, 'bootstrap_room': random.randint(0, (1 << 63) - 1)}
+
+
+def smoke_request(request, kind, prompt, max_tokens, model=None, timeout=120, temperature=0.0, disaggregation_mode=None):
+    """Send one real generation; return a dict (ok, text, tokens, meta_info, error...). ``disaggregation_mode``
+    prefill or decode: the request carries disaggregation_fields(), so that it runs on that server alone."""
     if kind == 'generate':
         path = '/generate'
         payload = generate_body(prompt, max_tokens, temperature)
@@ -460,6 +479,7 @@ def smoke_request(request, kind, prompt, max_tokens, model=None, timeout=120, te
         path = '/v1/completions'
         model = model or first_model_id(request, timeout)
         payload = {'model': model, 'prompt': prompt, 'max_tokens': max_tokens, 'temperature': temperature}
+    payload.update(disaggregation_fields(disaggregation_mode))
     result = {'kind': kind, 'path': path, 'model': model, 'ok': False, 'text': None, 'tokens': None}
     start = time.monotonic()
     try:

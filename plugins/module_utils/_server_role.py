@@ -163,11 +163,13 @@ def decision(plan, process_status, unit_status, files, restart):
 def health_settings(options):
     """``{smoke, min_accept_length}`` of the health check after a start (llmops.serving.wait_for_llm_health): the
     smoke request on the server's native API (SGLang) or the OpenAI-compatible one, or none without
-    sglang_server_smoke; the acceptance floor only with a drafter (else None: unset)."""
+    sglang_server_smoke; the acceptance floor only with a drafter and not on a prefill (else None: unset), since a
+    prefill server generates no speculative tokens (acceptance shows on the decode only)."""
     smoke = ('generate' if options[PREFIX + 'engine'] == 'sglang' else 'completions') if options[PREFIX + 'smoke'] else 'none'
     floor = options.get(PREFIX + 'min_accept_length')
     drafter = options[PREFIX + 'speculative_draft_model_path'] or ''
-    return {'smoke': smoke, 'min_accept_length': floor if drafter and floor is not None else None}
+    prefill = options.get(PREFIX + 'disaggregation_mode') == 'prefill'
+    return {'smoke': smoke, 'min_accept_length': floor if drafter and floor is not None and not prefill else None}
 
 
 def restored_plan(layout, file_names, restored):

@@ -212,9 +212,22 @@ options:
         (vLLM C(spec_decode_num_accepted_tokens_total) / C(num_drafts_total) deltas), else
         C(/server_info) C(internal_states[0].avg_spec_accept_length) (may be null),
         else SGLang's C(sglang:spec_accept_length) gauge.
-      - Needs O(smoke). Skipped when the server reports speculative decoding off; fails when
-        it cannot be measured.
+      - Needs O(smoke). Skipped when the server reports speculative decoding off, and on a prefill server
+        (O(disaggregation_mode=prefill)), which generates no speculative tokens (acceptance shows on the decode);
+        fails when it cannot be measured.
     type: float
+  disaggregation_mode:
+    description:
+      - The server's prefill/decode disaggregation mode (SGLang C(--disaggregation-mode)), V(prefill) or V(decode);
+        null (the default) is a server that does both.
+      - SGLang refuses a generation sent straight to a prefill or decode server (not through the router) without a
+        C(bootstrap_room) (HTTP 400, C(Disaggregated request received without bootstrap room id)). With V(prefill)
+        or V(decode), every request this module sends (O(smoke), O(warm_sampled)) carries
+        C(bootstrap_host=2.2.2.2) (SGLang's fake bootstrap host, as its own C(/health_generate) sends) and a random
+        C(bootstrap_room), so that it runs on that server alone, without a peer.
+      - Any other value is refused (an empty string counts as null).
+    type: str
+    version_added: 1.1.0
 notes:
   - Polls locally on the managed host, so O(interval=1) costs no connection round trips.
   - The exit code of a PID that is not the module's child is known only while it is a
@@ -445,6 +458,8 @@ ARGUMENT_SPEC = dict(
     warm_sampled=dict(type='bool', default=True),
     warm_sampled_timeout=dict(type='float', default=600.0),
     min_accept_length=dict(type='float'),
+    # no choices: null (unset) must pass, which choices refuse; checked in main()
+    disaggregation_mode=dict(type='str'),
 )
 MUTUALLY_EXCLUSIVE = [('pid', 'pidfile', 'systemd_unit')]
 
@@ -516,7 +531,8 @@ def check_after_ready(module, request, result, health_path):
         return None
     metrics_before = fetch_metrics(request, params['request_timeout'])
     smoke = smoke_request(request, params['smoke'], params['smoke_prompt'], params['smoke_max_tokens'],
-                          model=params['smoke_model'], timeout=params['smoke_timeout'])
+                          model=params['smoke_model'], timeout=params['smoke_timeout'],
+                          disaggregation_mode=params['disaggregation_mode'])
     metrics_after = fetch_metrics(request, params['request_timeout']) if metrics_before is not None else None
     value, source = None, None
     if smoke['ok']:
@@ -539,6 +555,9 @@ def check_after_ready(module, request, result, health_path):
     floor = params['min_accept_length']
     if floor is None:
         return None
+    if params['disaggregation_mode'] == 'prefill':
+        smoke['accept_length_check'] = 'skipped: a prefill server generates no speculative tokens'
+        return None
     enabled = speculative_enabled(summary, metrics_after)
     if enabled is False:
         smoke['accept_length_check'] = 'skipped: speculative decoding is off'
@@ -557,7 +576,8 @@ def warm_sampled(params, request, result):
     """The O(warm_sampled) request, once the smoke and the floor passed. Returns an error or None."""
     smoke = result.get('smoke') or {}
     warm = smoke_request(request, params['smoke'], params['smoke_prompt'], 4, model=smoke.get('model'),
-                         timeout=params['warm_sampled_timeout'], temperature=1.0)
+                         timeout=params['warm_sampled_timeout'], temperature=1.0,
+                         disaggregation_mode=params['disaggregation_mode'])
     result['warm_sampled'] = dict((k, warm[k]) for k in ('ok', 'seconds', 'error') if k in warm)
     if not warm['ok']:
         return ('the smoke passed but the sampled warm-up request (warm_sampled) failed within %.0f s: %s'
@@ -593,6 +613,8 @@ def main():
         module.fail_json(msg='fatal_patterns / extra_fatal_patterns: %s' % exc)
     if params['min_accept_length'] is not None and params['smoke'] == 'none':
         module.fail_json(msg='min_accept_length needs traffic to measure: set smoke to generate (SGLang) or completions')
+    if params['disaggregation_mode'] not in (None, '', 'prefill', 'decode'):
+        module.fail_json(msg='disaggregation_mode must be prefill, decode or null, got %r' % (params['disaggregation_mode'],))
     for name in ('interval', 'request_timeout', 'heartbeat_interval'):
         if params[name] <= 0:
             module.fail_json(msg='%s must be greater than 0, got %s' % (name, params[name]))

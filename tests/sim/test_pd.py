@@ -122,3 +122,46 @@ def test_decode_loses_its_prefill_after_two_missed_heartbeats(pair):
     assert re.search(r'Lost connection with prefill instance \(bootstrap_addr: 127\.0\.0\.1:%d\), \d+ transfers affected'
                      % bootstrap, decode.log())
     assert http('GET', decode.url + '/health')[0] == 200
+
+
+NO_ROOM = b'Invalid request: Disaggregated request received without bootstrap room id.'
+
+
+def test_a_request_without_a_bootstrap_room_is_refused_as_0_5_15_post1_does(pair):
+    prefill, decode, dummy = pair
+    for sim in (prefill, decode):
+        status, raw = http('POST', sim.url + '/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 4}},
+                           timeout=30)
+        assert status == 400 and json.loads(raw) == {'error': {'message': NO_ROOM.decode()}}
+        status, raw = http('POST', sim.url + '/v1/completions', {'model': 'm', 'prompt': 'x', 'max_tokens': 4}, timeout=30)
+        assert status == 400 and json.loads(raw)['message'] == NO_ROOM.decode()
+        assert json.loads(raw)['type'] == 'BadRequestError'
+        assert NO_ROOM.decode() in sim.log()
+
+
+def test_the_fake_bootstrap_host_runs_a_request_on_one_side_alone(pair):
+    """SGLang's own /health_generate body: bootstrap_host 2.2.2.2 and a room; no peer is contacted, no KV waited for."""
+    prefill, decode, bootstrap = pair
+    prefill.stop()  # the decode must not need it
+    fake = {'bootstrap_host': '2.2.2.2', 'bootstrap_room': 123456789012345}
+    meta = decode.json('/generate', dict(fake, text='x', sampling_params={'max_new_tokens': 16}))['meta_info']
+    assert meta['completion_tokens'] == 16 and meta['spec_verify_ct'] > 0
+    completion = decode.json('/v1/completions', dict(fake, model='m', prompt='x', max_tokens=8))
+    assert completion['usage']['completion_tokens'] == 8
+    for name in PD_GAUGES:
+        assert gauge(decode, name) == 0.0
+
+
+def test_the_fake_bootstrap_host_on_a_prefill_needs_no_decode(start_sim):
+    prefill = start_sim('--disaggregation-mode', 'prefill', '--disaggregation-bootstrap-port', str(free_port()),
+                        env={'SGLANG_SIM_SPEED': '0.2'})
+    status, raw = http('POST', prefill.url + '/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 8},
+                                                           'bootstrap_host': '2.2.2.2', 'bootstrap_room': 5}, timeout=10)
+    assert status == 200 and json.loads(raw)['meta_info']['completion_tokens'] == 1
+
+
+def test_the_fake_transfer_backend_takes_a_request_without_a_room(start_sim):
+    decode = start_sim('--disaggregation-mode', 'decode', '--disaggregation-transfer-backend', 'fake',
+                       env={'SGLANG_SIM_SPEED': '0.2'})
+    meta = decode.json('/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 4}})['meta_info']
+    assert meta['completion_tokens'] == 4

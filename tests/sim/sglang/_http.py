@@ -245,14 +245,24 @@ class Handler(BaseHTTPRequestHandler):
             pd()
         return req, text
 
-    def _pd_begin(self, body, max_new):
+    def _pd_begin(self, body, max_new, openai=False):
         """PD mode (_pd.py): ``(handle, max_new_tokens)`` once the request may run (a prefill makes one token),
-        or ``(False, None)`` after answering HTTP 500 where its pair failed."""
+        or ``(False, None)`` after answering HTTP 400 where it is refused (no bootstrap room) or HTTP 500 where
+        its pair failed."""
         pd = self.sim.pd
         if pd is None:
             return None, max_new
         try:
             handle = pd.begin(body, uuid.uuid4().hex)
+        except _pd.RequestRefused as exc:
+            # the scheduler aborts it with BAD_REQUEST; the tokenizer manager raises ValueError, which /generate
+            # answers as {"error": {"message"}} and the OpenAI routes as their error object
+            if openai:
+                self._send(400, {'object': 'error', 'message': str(exc), 'type': 'BadRequestError', 'param': None,
+                                 'code': 400})
+            else:
+                self._send(400, {'error': {'message': str(exc)}})
+            return False, None
         except _pd.TransferError as exc:
             self._send(500, {'object': 'error', 'message': str(exc), 'type': 'InternalServerError', 'param': None,
                              'code': 500})
@@ -353,7 +363,7 @@ class Handler(BaseHTTPRequestHandler):
         rid = uuid.uuid4().hex
         created = int(time.time())
         obj = 'chat.completion' if chat else 'text_completion'
-        pd, max_new = self._pd_begin(body, max_new)
+        pd, max_new = self._pd_begin(body, max_new, openai=True)
         if pd is False:
             return None
         if body.get('stream'):

@@ -22,9 +22,13 @@ What it keeps of SGLang 0.5.x (``--disaggregation-mode prefill|decode``; sglang/
   SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL seconds (5); after SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE
   (2) misses in a row it logs "Lost connection with prefill instance (bootstrap_addr: H:P), N transfers
   affected" and fails the requests still waiting on that prefill (HTTP 500).
-- With ``--disaggregation-transfer-backend fake`` (decode only) the decode waits for no prefill.
-- Requests without ``bootstrap_room`` (SGLang's own health checks and warm-up use a fake bootstrap) run
-  on one side alone.
+- With ``--disaggregation-transfer-backend fake`` (decode only) the decode waits for no prefill, and takes
+  requests without ``bootstrap_room`` too.
+- Any other backend refuses a generation request without ``bootstrap_room`` (scheduler.py of 0.5.15.post1: HTTP 400,
+  "Invalid request: Disaggregated request received without bootstrap room id.").
+- A request whose ``bootstrap_host`` is FAKE_BOOTSTRAP_HOST (2.2.2.2; SGLang's own /health_generate sends it with a
+  room) runs on that side alone: no contact with any prefill or decode, no KV wait (a prefill still makes one token).
+- The simulator's own warm-up and health generation do not go through these checks.
 
 The simulator-only routes of the bootstrap server (``/sim/rooms/<room>``) stand for the transfer
 engine (Mooncake, NIXL) and are no part of SGLang.
@@ -43,6 +47,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 BOOTSTRAP_TIMEOUT = 30.0     # seconds a prefill request waits for its decode (SGLang: 300)
 WAITING_TIMEOUT = 30.0       # seconds a decode request waits for its prefill's KV (SGLang: 300)
 ROOM_KEEP = 120.0            # seconds a finished room is remembered
+FAKE_BOOTSTRAP_HOST = '2.2.2.2'  # disaggregation/utils.py: the request runs on one side alone (fake KV sender/receiver)
+NO_ROOM = 'Invalid request: Disaggregated request received without bootstrap room id.'
 POLL = 0.05
 GAUGES = {
     'prefill': (('num_prefill_prealloc_queue_reqs', 'The number of requests in the prefill prealloc queue.', 'bootstrap'),
@@ -55,6 +61,10 @@ GAUGE_ORDER = GAUGES['prefill'] + GAUGES['decode']
 
 class TransferError(Exception):
     """A request of the PD pair failed (its message is SGLang's)."""
+
+
+class RequestRefused(Exception):
+    """SGLang refuses the request (HTTP 400; its message is SGLang's)."""
 
 
 class Room:
@@ -127,10 +137,16 @@ class PD:
     # ------------------------------------------------------------ requests
     def begin(self, body, rid):
         """Before the request runs: the bootstrap (prefill) or the prealloc and transfer (decode).
-        Returns the request's handle (its ``finish`` runs after the forward) or None where the request
-        carries no bootstrap room; raises TransferError."""
+        Returns the request's handle (its ``finish`` runs after the forward) or None where the request runs
+        alone (the fake bootstrap host, or no room on the fake backend); raises RequestRefused (no room on
+        another backend) or TransferError."""
         room = body.get('bootstrap_room')
         if room is None:
+            if self.backend == 'fake':
+                return None
+            self.log('Invalid request: Disaggregated request received without bootstrap room id.')
+            raise RequestRefused(NO_ROOM)
+        if body.get('bootstrap_host') == FAKE_BOOTSTRAP_HOST:
             return None
         room = str(room)
         if self.mode == 'prefill':

@@ -155,6 +155,11 @@ def test_health_settings():
     assert _server_role.health_settings(options) == {'smoke': 'completions', 'min_accept_length': None}
     options.update(sglang_server_engine='sglang', sglang_server_speculative_draft_model_path='/d')
     assert _server_role.health_settings(options) == {'smoke': 'generate', 'min_accept_length': 2.0}
+    options['sglang_server_disaggregation_mode'] = 'decode'
+    assert _server_role.health_settings(options) == {'smoke': 'generate', 'min_accept_length': 2.0}
+    # a prefill generates no speculative tokens: acceptance shows on the decode only
+    options['sglang_server_disaggregation_mode'] = 'prefill'
+    assert _server_role.health_settings(options) == {'smoke': 'generate', 'min_accept_length': None}
     options['sglang_server_smoke'] = False
     assert _server_role.health_settings(options)['smoke'] == 'none'
 

@@ -15,6 +15,7 @@ import pytest
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.llmops.serving.plugins.action import wait_for_llm_health as action
+from ansible_collections.llmops.serving.plugins.module_utils import _server_api
 from ansible_collections.llmops.serving.plugins.modules import wait_for_llm_health as module
 from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import record_warnings, run_main
 from ansible_collections.llmops.serving.tests.unit._fake_llm_server import FakeLLMServer, fixture_text
@@ -101,6 +102,67 @@ def test_accept_floor_is_skipped_when_speculative_decoding_is_off(server, capsys
     result, dummy = run_module(capsys, url=server.url, smoke='generate', min_accept_length=1.5)
     assert not result.get('failed')
     assert result['smoke']['accept_length_check'] == 'skipped: speculative decoding is off'
+
+
+def test_requests_to_a_pd_server_carry_the_fake_bootstrap_host_and_a_room(server, capsys):
+    bodies = []
+
+    def generate(method, body):
+        bodies.append(body)
+        return 200, fixture_text('eagle3-good-mid', 'generate.json')
+
+    server.routes['/generate'] = generate
+    result, dummy = run_module(capsys, url=server.url, smoke='generate', min_accept_length=1.5, disaggregation_mode='decode')
+    assert not result.get('failed'), result.get('msg')
+    assert [body['sampling_params']['temperature'] for body in bodies] == [0.0, 1.0]  # smoke, then warm_sampled
+    for body in bodies:
+        assert body['bootstrap_host'] == '2.2.2.2'
+        assert isinstance(body['bootstrap_room'], int) and 0 <= body['bootstrap_room'] < 1 << 63
+    # the floor still applies on a decode
+    assert result['smoke']['accept_length_check'].startswith('passed:')
+
+
+@pytest.mark.parametrize('mode', [None, ''])
+def test_requests_to_a_server_that_is_not_pd_carry_no_bootstrap_fields(server, capsys, mode):
+    bodies = []
+
+    def generate(method, body):
+        bodies.append(body)
+        return 200, fixture_text('eagle3-good-mid', 'generate.json')
+
+    server.routes['/generate'] = generate
+    result, dummy = run_module(capsys, url=server.url, smoke='generate', disaggregation_mode=mode)
+    assert not result.get('failed'), result.get('msg')
+    assert len(bodies) == 2 and not any('bootstrap_room' in body or 'bootstrap_host' in body for body in bodies)
+
+
+def test_completions_smoke_to_a_prefill_carries_the_fields_and_skips_the_floor(server, capsys):
+    bodies = []
+
+    def completions(method, body):
+        bodies.append(body)
+        return 200, {'choices': [{'text': ' a b'}], 'usage': {'completion_tokens': 2}}
+
+    server.routes.update({
+        '/v1/models': lambda method, body: (200, {'data': [{'id': 'tiny'}]}),
+        '/v1/completions': completions,
+    })
+    # a prefill generates no speculative tokens: the floor is skipped, not failed for want of a measure
+    result, dummy = run_module(capsys, url=server.url, smoke='completions', min_accept_length=1.5,
+                               disaggregation_mode='prefill')
+    assert not result.get('failed'), result.get('msg')
+    assert result['smoke']['accept_length_check'] == 'skipped: a prefill server generates no speculative tokens'
+    assert len(bodies) == 2
+    assert all(body['bootstrap_host'] == '2.2.2.2' and isinstance(body['bootstrap_room'], int) for body in bodies)
+
+
+def test_disaggregation_fields():
+    assert _server_api.disaggregation_fields(None) == {}
+    assert _server_api.disaggregation_fields('') == {}
+    fields = _server_api.disaggregation_fields('prefill')
+    assert set(fields) == {'bootstrap_host', 'bootstrap_room'} and fields['bootstrap_host'] == '2.2.2.2'
+    rooms = set(_server_api.disaggregation_fields('decode')['bootstrap_room'] for dummy in range(20))
+    assert len(rooms) > 1 and all(0 <= room < 1 << 63 for room in rooms)
 
 
 def test_vllm_completions_smoke_measures_acceptance_from_metric_deltas(server, capsys):
@@ -215,6 +277,7 @@ def test_readiness_from_ready_where_the_server_has_it(server, capsys):
     ({'min_accept_length': 1.5}, 'min_accept_length needs traffic to measure: set smoke'),
     ({'extra_fatal_patterns': ['(oops']}, "fatal_patterns / extra_fatal_patterns: fatal pattern '(oops' is not a valid regular expression"),
     ({'interval': 0}, 'interval must be greater than 0, got 0.0'),
+    ({'disaggregation_mode': 'both'}, "disaggregation_mode must be prefill, decode or null, got 'both'"),
 ])
 def test_argument_errors_say_what_to_change(server, capsys, args, message):
     result, dummy = run_module(capsys, url=server.url, **args)

@@ -254,6 +254,8 @@ options:
     description:
       - The role variable C(sglang_server_disaggregation_kv_checksum), C(--disaggregation-enable-kv-checksum) (SGLang
         0.5.21 or newer); V(false) when null.
+    type: bool
+    version_added: 1.1.0
   tls_cert:
     description:
       - The role variable C(sglang_server_tls_cert), the path B(on the controller) of the server's certificate (PEM);

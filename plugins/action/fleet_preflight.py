@@ -150,6 +150,7 @@ class ActionModule(ActionBase):
         # Prefill/decode disaggregation: the servers behind the routers (every host of the worker group, in the run
         # or not), and two servers of one address.
         problems += self.pd_problems(args, hostvars, servers, routers, workers, plans, batch_list)
+
         # TLS: the certificates and keys every host's settings name exist on the controller (before anything stops).
         def readable(path):
             return os.access(self._loader.path_dwim(path), os.R_OK)

@@ -141,7 +141,7 @@ G_MIN_REQUESTS = 500  # the drained run must show at least this many (issue 35)
 G_DRAIN_MAX_S = 10.0  # a drain wait above this is the old gauge gate (about 30 s on the H200)
 # Phase p: the servers (inventory-p.yml), their ports on the device (free ones in the dry run), what the checks compare.
 P_PREFILLS, P_DECODES = ['p1', 'p2'], ['d1', 'd2']
-P_SERVERS = ['p1', 'd1', 'p2', 'd2']  # the inventory's order: llmops_serial=2 batches p1+d1, then p2+d2
+P_SERVERS = ('p1', 'd1', 'p2', 'd2')  # the inventory's order: llmops_serial=2 batches p1+d1, then p2+d2
 P_CONTENT = ['cp', 'cd']  # the content check's pair (target-varied); 'ref' its non-PD reference
 P_PORTS = {'P1': 30011, 'P1_NCCL': 30111, 'P1_BOOTSTRAP': 8998, 'D1': 30021, 'D1_NCCL': 30121,
            'P2': 30012, 'P2_NCCL': 30112, 'P2_BOOTSTRAP': 8999, 'D2': 30022, 'D2_NCCL': 30122,
@@ -1642,7 +1642,8 @@ class Proof:
             # What the collection's status.yml says meanwhile.
             status = self.p_playbook(step, 'status.yml', {}, tag='status', timeout=120)
             step.figures['status_lines'] = [' '.join(line.split())[:300] for line in status.lines
-                                            if not line.startswith('TASK') and re.search(r'\b(p1|p2|d1|d2|router)\b.*(healthy|down|running|stopped|pairs|worker)', line)][:30]
+                                            if not line.startswith('TASK')
+                                            and re.search(r'\b(p1|p2|d1|d2|router)\b.*(healthy|down|running|stopped|pairs|worker)', line)][:30]
             # The way back: deploy.yml (p1 was SIGKILLed: it starts again), then, where a decode still fails requests,
             # a forced restart of the decodes (their scheduler died: 0.5.15.post1, fixed upstream in 0.5.17).
             recovering = time.monotonic()

@@ -108,7 +108,9 @@ def test_a_release_upgrade_is_a_rolling_change_and_rolls_back(clean_fleet, prepa
                             extra_vars=server_vars(NEW, llmops_rollback_to=to))
 
     def drained(result):
-        return result.stdout.count('out of the routers in front of it and wait until it is idle')
+        # the deploy's drain task, or the rollback's
+        return result.stdout.count('Drain the server - take it out of the routers') + \
+            result.stdout.count('TASK [Take the server out of the routers')
 
     with Load(router, model='tiny-llama', clients=4, pause=0.1) as load:
         # The new release installs beside the old one; nothing that serves is touched.

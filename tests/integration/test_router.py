@@ -304,7 +304,7 @@ def test_rolling_deploy_under_load_drains_each_server(bed, run_playbook):
           'drain waits %s s' % (took, load.sent, load.failed, load.truncated, drains))
     assert len(drains) == 2 and max(drains) < 10, drains
     assert all(after[h] != before[h] for h in SERVERS)
-    assert result.stdout.count('out of the routers in front of it and wait until it is idle') == 2
+    assert result.stdout.count('Drain the server - take it out of the routers in front of it') == 2
     assert load.failed == 0 and load.truncated == 0
     assert workers(router) == {url_of(fleet, h): True for h in SERVERS}
 

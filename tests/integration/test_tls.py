@@ -221,7 +221,7 @@ def test_rolling_deploy_under_load_over_tls_loses_nothing(tls_bed, run_playbook)
           '%d truncated' % (took, load.sent, load.failed, load.truncated))
     assert result.rc == 0, result.stdout[-4000:]
     assert all(pid_of(fleet, h, SERVER_PIDFILE) != before[h] for h in SERVERS)
-    assert result.stdout.count('out of the routers in front of it and wait until it is idle') == 2
+    assert result.stdout.count('Drain the server - take it out of the routers in front of it') == 2
     assert load.failed == 0 and load.truncated == 0
     assert workers(router, context) == {url_of(fleet, h): True for h in SERVERS}
 

@@ -289,13 +289,16 @@ def _total(metrics, name):
 GET_LOAD_LAST = (0, 5, 20)
 # The gauges SGLang updates only when its scheduler logs a batch (every 30 s when idle): a 1-token
 # generation (GET /health) makes it log one, so the gate reads them after such a probe.
-BUSY_GAUGES = ('sglang:num_running_reqs', 'sglang:num_queue_reqs')
+BUSY_GAUGES = (('sglang:num_running_reqs',), ('sglang:num_queue_reqs',))
 # A server in prefill/decode disaggregation also holds requests in queues of its own (SGLang's metrics collector):
-# a prefill in its bootstrap queue (the gauge named prealloc) and its inflight queue (KV being sent), a decode in its
-# prealloc and transfer queues (KV being received). /get_load counts none of them.
+# a prefill in its bootstrap queue and its inflight queue (KV being sent), a decode in its prealloc and transfer
+# queues (KV being received). /get_load counts none of them. Each entry lists a gauge's names, newest first: the
+# prefill's bootstrap queue is `num_prefill_bootstrap_queue_reqs` in 0.5.15.post1 (read in its wheel and on a GPU),
+# `num_prefill_prealloc_queue_reqs` in older SGLang.
 PD_GAUGES = {
-    'prefill': ('sglang:num_prefill_prealloc_queue_reqs', 'sglang:num_prefill_inflight_queue_reqs'),
-    'decode': ('sglang:num_decode_prealloc_queue_reqs', 'sglang:num_decode_transfer_queue_reqs'),
+    'prefill': (('sglang:num_prefill_bootstrap_queue_reqs', 'sglang:num_prefill_prealloc_queue_reqs'),
+                ('sglang:num_prefill_inflight_queue_reqs',)),
+    'decode': (('sglang:num_decode_prealloc_queue_reqs',), ('sglang:num_decode_transfer_queue_reqs',)),
 }
 LOAD_SOURCES = ('auto', 'get_load', 'metrics')
 
@@ -322,9 +325,19 @@ def requests_in_get_load(data):
 
 
 def busy_gauges(mode=None):
-    """The gauges whose sum is the requests a server holds: BUSY_GAUGES, and in prefill/decode disaggregation
-    (``mode`` prefill or decode) that side's PD_GAUGES."""
+    """The gauges whose sum is the requests a server holds, each a tuple of its names: BUSY_GAUGES, and in
+    prefill/decode disaggregation (``mode`` prefill or decode) that side's PD_GAUGES."""
     return BUSY_GAUGES + PD_GAUGES.get(mode or '', ())
+
+
+def busy_gauge_names(mode=None):
+    """The gauges of ``busy_gauges`` for a message, each named as the newest release names it."""
+    return ', '.join(names[0] for names in busy_gauges(mode))
+
+
+def _first_total(metrics, names):
+    totals = [_total(metrics, name) for name in names]
+    return next((total for total in totals if total is not None), None)
 
 
 def current_load(request, timeout, source='auto', mode=None):
@@ -344,7 +357,7 @@ def current_load(request, timeout, source='auto', mode=None):
     except Exception:
         pass
     metrics = fetch_metrics(request, timeout)
-    values = [_total(metrics, name) for name in busy_gauges(mode)]
+    values = [_first_total(metrics, names) for names in busy_gauges(mode)]
     if any(value is None for value in values):
         return None, 'metrics'
     return int(sum(values)), 'metrics'

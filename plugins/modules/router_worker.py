@@ -476,7 +476,7 @@ def wait_idle(module):
         module.fail_json(msg='%s refused the API key (HTTP %d): set api_key to the key the server requires'
                          % (params['worker'], status))
     if result['requests'] is None:
-        gauges = ', '.join(_server_api.busy_gauges(params['worker_type']))
+        gauges = _server_api.busy_gauge_names(params['worker_type'])
         module.fail_json(msg='%s answers neither /get_load nor the gauges of /metrics (%s): cannot tell whether it is '
                          'idle; start it with --enable-metrics' % (params['worker'], gauges), changed=False, **result)
     shown = int(timeout) if timeout == int(timeout) else timeout  # 300, not 300.0, as the role's variable reads

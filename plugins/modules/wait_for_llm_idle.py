@@ -51,7 +51,8 @@ options:
     description:
       - The server's role in prefill/decode disaggregation (C(--disaggregation-mode)), V(prefill) or V(decode); null
         (default) for a server that does both.
-      - A prefill is idle once its running, queued, bootstrap (C(sglang:num_prefill_prealloc_queue_reqs)) and inflight
+      - A prefill is idle once its running, queued, bootstrap (C(sglang:num_prefill_bootstrap_queue_reqs), named
+        C(sglang:num_prefill_prealloc_queue_reqs) in older releases) and inflight
         (C(sglang:num_prefill_inflight_queue_reqs)) requests are 0; a decode once its running, queued, prealloc
         (C(sglang:num_decode_prealloc_queue_reqs)) and transfer (C(sglang:num_decode_transfer_queue_reqs)) requests are
         0. Both are read from the gauges of V(metrics) whatever O(source) says (C(/get_load) counts no PD queue).
@@ -162,7 +163,7 @@ def main():
     if result['requests'] is None:
         module.fail_json(msg='%s answers neither /get_load nor the gauges of /metrics (%s): cannot tell whether it is '
                          'idle; start it with --enable-metrics'
-                         % (params['url'], ', '.join(_server_api.busy_gauges(params['disaggregation_mode']))),
+                         % (params['url'], _server_api.busy_gauge_names(params['disaggregation_mode'])),
                          changed=False, **result)
     module.exit_json(changed=False, **result)
 

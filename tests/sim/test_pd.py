@@ -17,7 +17,7 @@ from sglang import _flags
 
 SPEC = ('--speculative-algorithm', 'EAGLE3', '--speculative-num-steps', '3', '--speculative-eagle-topk', '1',
         '--speculative-num-draft-tokens', '4', '--enable-metrics')
-PD_GAUGES = ('sglang:num_prefill_prealloc_queue_reqs', 'sglang:num_prefill_inflight_queue_reqs',
+PD_GAUGES = ('sglang:num_prefill_bootstrap_queue_reqs', 'sglang:num_prefill_inflight_queue_reqs',
              'sglang:num_decode_prealloc_queue_reqs', 'sglang:num_decode_transfer_queue_reqs')
 
 
@@ -102,12 +102,12 @@ def test_queue_gauges_show_a_request_waiting_for_its_pair(pair):
     thread.start()
     # The decode has not come: the request is in the prefill's bootstrap queue (the gauge refreshes with a batch).
     wait_for(lambda: http('GET', prefill.url + '/health')[0] == 200 and
-             gauge(prefill, 'sglang:num_prefill_prealloc_queue_reqs') == 1.0, timeout=20, what='bootstrap gauge')
+             gauge(prefill, 'sglang:num_prefill_bootstrap_queue_reqs') == 1.0, timeout=20, what='bootstrap gauge')
     assert http('POST', decode.url + '/generate', body, timeout=30)[0] == 200
     thread.join(30)
     assert answer['p'][0] == 200
     http('GET', prefill.url + '/health')
-    assert gauge(prefill, 'sglang:num_prefill_prealloc_queue_reqs') == 0.0
+    assert gauge(prefill, 'sglang:num_prefill_bootstrap_queue_reqs') == 0.0
 
 
 def test_decode_loses_its_prefill_after_two_missed_heartbeats(pair):

@@ -1508,12 +1508,12 @@ class Proof:
                        str(answer)[:300])
         except (OSError, ValueError) as exc:
             step.check('/generate through the router: 32 tokens', False, exc)
-        transfer = {h: self.p_metric(h, 'sglang:kv_transfer_total_mb') for h in P_PREFILLS}
+        transfer = {h: self.p_metric(h, 'sglang:kv_transfer_total_mb_sum') for h in P_PREFILLS}
         step.figures['kv_transfer_total_mb'] = ', '.join('%s %s' % kv for kv in transfer.items())
         if self.simulate:
             step.notes.append('SIMULATED: the simulator moves no KV (kv_transfer_total_mb not checked)')
         else:
-            step.check('the prefills counted KV transfers (sglang:kv_transfer_total_mb > 0)',
+            step.check('the prefills counted KV transfers (sglang:kv_transfer_total_mb_sum > 0, a histogram)',
                        sum(v or 0 for v in transfer.values()) > 0, transfer)
         self.memo(p_pids_start=self.p_pids())
         self.p_keep_logs(step)
@@ -1785,7 +1785,7 @@ class Proof:
         else:
             step.check('the ids depend on the whole prompt (pairs that end alike continue differently)', context >= len(pairs) // 2,
                        '%d of %d' % (context, len(pairs)))
-        transfer = self.p_metric('cp', 'sglang:kv_transfer_total_mb')
+        transfer = self.p_metric('cp', 'sglang:kv_transfer_total_mb_sum')
         step.figures['cp_kv_transfer_total_mb'] = transfer
         self.p_keep_logs(step, P_CONTENT + ['ref'], ('content',))
 

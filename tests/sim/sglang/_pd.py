@@ -12,7 +12,7 @@ What it keeps of SGLang 0.5.x (``--disaggregation-mode prefill|decode``; sglang/
   shared by both) added to the body (seen with the real router, 2026-12-07); the decode's answer is
   the client's.
 - The prefill: the request waits in its bootstrap queue until the decode of its room has come
-  (``sglang:num_prefill_prealloc_queue_reqs``), is prefilled (one token), then waits in the inflight
+  (``sglang:num_prefill_bootstrap_queue_reqs``, as 0.5.15.post1 names it), is prefilled (one token), then waits in the inflight
   queue until the decode has taken its KV (``sglang:num_prefill_inflight_queue_reqs``).
 - The decode: the request waits in its prealloc queue until the prefill's bootstrap server answers
   (``sglang:num_decode_prealloc_queue_reqs``), then in its transfer queue until the prefill has
@@ -51,7 +51,7 @@ FAKE_BOOTSTRAP_HOST = '2.2.2.2'  # disaggregation/utils.py: the request runs on 
 NO_ROOM = 'Invalid request: Disaggregated request received without bootstrap room id.'
 POLL = 0.05
 GAUGES = {
-    'prefill': (('num_prefill_prealloc_queue_reqs', 'The number of requests in the prefill prealloc queue.', 'bootstrap'),
+    'prefill': (('num_prefill_bootstrap_queue_reqs', 'The number of requests in the prefill bootstrap queue.', 'bootstrap'),
                 ('num_prefill_inflight_queue_reqs', 'The number of requests in the prefill inflight queue.', 'inflight')),
     'decode': (('num_decode_prealloc_queue_reqs', 'The number of requests in the decode prealloc queue.', 'prealloc'),
                ('num_decode_transfer_queue_reqs', 'The number of requests in the decode transfer queue.', 'transfer')),

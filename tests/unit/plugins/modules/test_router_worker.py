@@ -299,7 +299,7 @@ class GaugeServer:
 
 
 @pytest.mark.parametrize('mode, busy, idle', [
-    ('prefill', 'num_prefill_prealloc_queue_reqs', False),   # the bootstrap queue
+    ('prefill', 'num_prefill_bootstrap_queue_reqs', False),   # the bootstrap queue
     ('prefill', 'num_prefill_inflight_queue_reqs', False),
     ('prefill', 'num_decode_transfer_queue_reqs', True),     # the other side's queue: 0 on a real prefill anyway
     ('decode', 'num_decode_prealloc_queue_reqs', False),
@@ -308,7 +308,7 @@ class GaugeServer:
     ('decode', None, True),
 ])
 def test_idle_of_a_pd_server_reads_its_pd_queues(capsys, mode, busy, idle):
-    gauges = dict((name, 0) for name in ('num_running_reqs', 'num_queue_reqs', 'num_prefill_prealloc_queue_reqs',
+    gauges = dict((name, 0) for name in ('num_running_reqs', 'num_queue_reqs', 'num_prefill_bootstrap_queue_reqs',
                                          'num_prefill_inflight_queue_reqs', 'num_decode_prealloc_queue_reqs',
                                          'num_decode_transfer_queue_reqs'))
     if busy:

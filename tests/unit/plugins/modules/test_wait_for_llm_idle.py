@@ -116,7 +116,7 @@ class PDServer(FakeServer):
 
 
 @pytest.mark.parametrize('mode, busy, idle', [
-    ('prefill', 'num_prefill_prealloc_queue_reqs', False),
+    ('prefill', 'num_prefill_bootstrap_queue_reqs', False),
     ('prefill', 'num_prefill_inflight_queue_reqs', False),
     ('decode', 'num_decode_prealloc_queue_reqs', False),
     ('decode', 'num_decode_transfer_queue_reqs', False),
@@ -124,9 +124,17 @@ class PDServer(FakeServer):
     (None, 'num_decode_transfer_queue_reqs', True),  # a server that does both: /get_load, as before
 ])
 def test_a_prefill_or_decode_is_idle_once_its_pd_queues_are_empty(mode, busy, idle):
-    gauges = dict((name, 0) for name in ('num_prefill_prealloc_queue_reqs', 'num_prefill_inflight_queue_reqs',
+    gauges = dict((name, 0) for name in ('num_prefill_bootstrap_queue_reqs', 'num_prefill_inflight_queue_reqs',
                                          'num_decode_prealloc_queue_reqs', 'num_decode_transfer_queue_reqs'))
     gauges[busy] = 1
     server, clock = PDServer(gauges), Clock()
     result = wait_idle(server, 1, 0.5, 'get_load', 5, clock=clock, sleep=clock.sleep, mode=mode)
     assert result['idle'] is idle and result['source'] == ('metrics' if mode else 'get_load')
+
+
+@pytest.mark.parametrize('queued, idle', [(1, False), (0, True)])
+def test_a_prefill_of_an_older_release_is_read_from_its_prealloc_named_bootstrap_gauge(queued, idle):
+    # Older SGLang names the prefill's bootstrap queue num_prefill_prealloc_queue_reqs; 0.5.15.post1 renamed it.
+    server, clock = PDServer({'num_prefill_prealloc_queue_reqs': queued, 'num_prefill_inflight_queue_reqs': 0}), Clock()
+    result = wait_idle(server, 1, 0.5, 'get_load', 5, clock=clock, sleep=clock.sleep, mode='prefill')
+    assert result['idle'] is idle and result['source'] == 'metrics'

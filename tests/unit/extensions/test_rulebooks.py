@@ -41,3 +41,16 @@ def test_both_rulebooks_run_the_same_rule_one_at_a_time():
     assert set(action['extra_vars']) == {'llmops_remediate_host', 'llmops_collapsed_hosts', 'llmops_remediate_trigger'}
     assert list(webhook['sources'][0])[1] == 'llmops.serving.alertmanager_webhook'
     assert list(poll['sources'][0])[1] == 'llmops.serving.acceptance_poller'
+
+
+def test_the_guard_role_writes_every_variable_the_rulebooks_read():
+    # A variable the rulebook reads and the role does not write falls back to its default silently (the
+    # poller once ran without the fleet CA and the inference key this way).
+    read = set()
+    for name in ('speculation_guard.yml', 'speculation_guard_poll.yml'):
+        with open(os.path.join(EDA, 'rulebooks', name)) as f:
+            read.update(re.findall(r'\{\{ *((?:webhook|poll)_[a-z_]+)', f.read()))
+    with open(os.path.join(ROOT, 'roles', 'speculation_guard', 'templates', 'vars.yml.j2')) as f:
+        written = set(re.findall(r"'((?:webhook|poll)_[a-z_]+)':", f.read()))
+    assert {'poll_api_key', 'poll_ca_path', 'webhook_token'} <= read
+    assert read - {'poll_floor'} == written  # poll_floor: the role's targets each carry their floor

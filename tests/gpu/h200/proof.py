@@ -1467,6 +1467,7 @@ class Proof:
                   'llmops_serial': 2, 'sglang_router_group': 'none_such'}
         # The prefills first, ready before the decodes start (as the standalone probe did; each server takes its memory
         # share from what is free at its start), then the decodes; no router yet (none to drain or register with).
+        self.memo(p_depth=5)
         for tag, hosts in (('prefills', P_PREFILLS), ('decodes', P_DECODES)):
             run = self.p_playbook(step, 'deploy.yml', common, tag=tag, limit=','.join(hosts))
             step.check('deploy.yml (%s, serial 2) succeeded' % ', '.join(hosts), run.rc == 0,
@@ -1554,6 +1555,8 @@ class Proof:
         step.check('clients went on after the deploy', after_ok, 'sent %d' % load.sent)
         step.check('deploy.yml (depth 5 -> 3, serial 2: p1+d1, then p2+d2, llmops_pd_mixed_ok) succeeded', run.rc == 0,
                    'rc %s; %s' % (run.rc, failure_messages(run)))
+        if run.rc == 0:
+            self.memo(p_depth=3)
         step.check('all four restarted (new PIDs)', all(after[h] not in (None, before[h]) for h in P_SERVERS),
                    '%s -> %s' % (before, after))
         self.p_check_serving(step, run, 3)
@@ -1647,13 +1650,15 @@ class Proof:
             # The way back: deploy.yml (p1 was SIGKILLed: it starts again), then, where a decode still fails requests,
             # a forced restart of the decodes (their scheduler died: 0.5.15.post1, fixed upstream in 0.5.17).
             recovering = time.monotonic()
-            run = self.p_playbook(step, 'deploy.yml', {'llmops_serial': 2}, tag='recover')
+            # At the depth the servers run (p_roll leaves them at 3): the way back changes nothing else.
+            depth = {'sglang_server_speculative_depth': self.memo().get('p_depth', 5)}
+            run = self.p_playbook(step, 'deploy.yml', dict(depth, llmops_serial=2), tag='recover')
             step.figures['recover_rc'] = run.rc
             probe_from = load.sent
             load.wait_sent(probe_from + 40, 40)
             if any(x['outcome'] != 'ok' for x in load.samples[probe_from:]) or run.rc != 0:
                 step.notes.append('after deploy.yml requests still failed (or it failed): the decodes restarted too')
-                run2 = self.p_playbook(step, 'deploy.yml', {'llmops_serial': 1, 'sglang_server_restart': True},
+                run2 = self.p_playbook(step, 'deploy.yml', dict(depth, llmops_serial=1, sglang_server_restart=True),
                                        tag='recover-decodes', limit=','.join(P_DECODES))
                 step.figures['recover_decodes_rc'] = run2.rc
             healthy = self.p_wait_all_healthy(90)

@@ -35,7 +35,8 @@ API_KEY_FILE_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
 ADMIN_API_KEY_FILE_ENV = 'LLMOPS_SERVER_ADMIN_API_KEY_FILE'
 USER_ENV = 'LLMOPS_SERVER_USER'
 # Tries of the server user's creation, and the pause before try N (N times this, in seconds): see create_user.
-USER_TRIES, USER_RETRY_PAUSE = 4, 0.5
+USER_TRIES = 4
+USER_RETRY_PAUSE = 0.5
 # The role variable of each TLS option, for messages.
 _TLS_VARIABLES = {'tls_cert': 'sglang_server_tls_cert', 'tls_key': 'sglang_server_tls_key', 'tls_ca_cert': 'sglang_server_tls_ca_cert'}
 

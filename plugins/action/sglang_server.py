@@ -15,6 +15,7 @@ the host's (llmops.serving.launch_files in check mode) and returns the plan with
 from __future__ import annotations
 
 import os
+import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -33,6 +34,9 @@ EXEC_START = '__sglang_server_exec_start'
 API_KEY_FILE_ENV = 'LLMOPS_SERVER_API_KEY_FILE'
 ADMIN_API_KEY_FILE_ENV = 'LLMOPS_SERVER_ADMIN_API_KEY_FILE'
 USER_ENV = 'LLMOPS_SERVER_USER'
+# Tries of the server user's creation, and the pause before try N (N times this, in seconds): see create_user.
+USER_TRIES = 4
+USER_RETRY_PAUSE = 0.5
 # The role variable of each TLS option, for messages.
 _TLS_VARIABLES = {'tls_cert': 'sglang_server_tls_cert', 'tls_key': 'sglang_server_tls_key', 'tls_ca_cert': 'sglang_server_tls_ca_cert'}
 
@@ -51,6 +55,25 @@ class ActionModule(ActionBase):
             return self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
         finally:
             self._task.check_mode, self._task.diff = saved
+
+    def create_user(self, options, task_vars):
+        """ansible.builtin.user for the server's user, tried up to USER_TRIES times. Two servers of one machine in one
+        batch (two inventory hosts, one address: a prefill and a decode) both find the user missing and create it at
+        once: one useradd wins, the other fails on the lock of /etc/passwd or on the user it did not find a moment
+        before. Tried again, the module finds the user there and only checks it (idempotent), so a failure that a
+        second try clears is no failure; the last try's stands."""
+        args = {'name': options['sglang_server_user'], 'home': options['sglang_server_user_home'],
+                'groups': options['sglang_server_user_groups'], 'system': True, 'create_home': True,
+                'shell': '/usr/sbin/nologin', 'append': True}
+        changed = False
+        for attempt in range(USER_TRIES):
+            if attempt:
+                time.sleep(USER_RETRY_PAUSE * attempt)
+            created = self.module('ansible.builtin.user', args, task_vars)
+            changed = changed or bool(created.get('changed'))
+            if not created.get('failed'):
+                break
+        return dict(created, changed=changed)
 
     def launch_files_args(self, options, plan, task_vars, compare):
         """The arguments of llmops.serving.launch_files: the plan's launch files rendered from the role's templates."""
@@ -221,9 +244,7 @@ class ActionModule(ActionBase):
         result.update(changed=False, changed_files=[])
         if not restored and (plan.get('files_changed') or plan.get('users_to_fix')):
             if plan.get('switch_user') and user in (plan.get('users_to_fix') or []):
-                created = self.module('ansible.builtin.user', {
-                    'name': user, 'home': options['sglang_server_user_home'], 'groups': options['sglang_server_user_groups'],
-                    'system': True, 'create_home': True, 'shell': '/usr/sbin/nologin', 'append': True}, task_vars)
+                created = self.create_user(options, task_vars)
                 if created.get('failed'):
                     result.update(failed=True, msg=created.get('msg', 'creating the user %s failed' % user))
                     return result

@@ -576,6 +576,17 @@ class _StdlibTransport:
 HTTP_LIBRARIES = ('auto', 'requests', 'http.client')
 
 
+def disaggregation_refusal(url, mode):
+    """Why the server at ``url``, one side of a prefill/decode pair (``mode``: prefill or decode), is not benchmarked
+    alone: SGLang refuses a request without a bootstrap_room, and one with its fake bootstrap host runs without the
+    other side's KV, so its figures would be wrong."""
+    return ('%s is the %s server of a prefill/decode pair (disaggregation_mode %s), which cannot be benchmarked alone: '
+            'SGLang answers it only requests paired through a router in prefill/decode mode (HTTP 400 "Disaggregated '
+            'request received without bootstrap room id." to any other), one side alone would give wrong figures, and '
+            'acceptance shows on the decode of a pair only. Benchmark the router in front of it (its URL as url, '
+            'disaggregation_mode unset); nothing was sent' % (url, mode, mode))
+
+
 def expected_tokens(body):
     """The exact output length a request body asks for (``ignore_eos``), else None."""
     params = body.get('sampling_params', body)

@@ -193,6 +193,21 @@ options:
       - Left out or V(null), one benchmark, and no RV(repeats).
     type: int
     version_added: 1.1.0
+  disaggregation_mode:
+    description:
+      - The prefill/decode disaggregation mode of the server at O(url) (SGLang C(--disaggregation-mode); the
+        C(sglang_server) role's C(sglang_server_disaggregation_mode)), V(prefill) or V(decode); left out or V(null),
+        a server that does both, or a router.
+      - With V(prefill) or V(decode) the task fails before it sends anything - one side of a prefill/decode pair
+        cannot be benchmarked alone. SGLang answers it only requests paired through a router in prefill/decode
+        mode (HTTP 400 C(Disaggregated request received without bootstrap room id.) to any other); a request
+        carrying SGLang's fake bootstrap host runs on one side with no KV from the other (a prefill makes one
+        token, a decode decodes without its prompt's KV), so its figures would be wrong; and acceptance shows on
+        the decode of a pair only. Benchmark the pair through the router in front of it (its URL as O(url),
+        this option unset).
+    type: str
+    choices: [prefill, decode]
+    version_added: 1.1.0
 notes:
   - The load generator is closed-loop (one thread per concurrent request, each with its
     own HTTP session). Against a server that answers instantly it streams more than
@@ -455,6 +470,7 @@ ARGUMENT_SPEC = dict(
     ca_path=dict(type='path'),
     max_failed_ratio=dict(type='float', default=0.0),
     repeat=dict(type='int'),
+    disaggregation_mode=dict(type='str', choices=['prefill', 'decode']),
 )
 
 
@@ -483,6 +499,9 @@ def main():
         module.fail_json(msg='concurrency must list values of at least 1, got %s' % params['concurrency'])
     if not params['url'].startswith(('http://', 'https://')):
         module.fail_json(msg='url must start with http:// or https://, got %s' % params['url'])
+
+    if params['disaggregation_mode']:
+        module.fail_json(msg=_benchmark.disaggregation_refusal(params['url'], params['disaggregation_mode']))
 
     repeat = params['repeat']
     if repeat is not None and repeat < 1:

@@ -6,7 +6,11 @@ their own name, port and GPU), the router on ns3. One bed for every test, set up
 order): a deploy (the router pairs them: a request through it completes on a decode; /workers lists each with its
 type and the prefills' bootstrap port; status.yml shows the pairs), a rerun that changes nothing, and a rolling change
 of both kinds (batches of one prefill and one decode) under streaming load with no request failed or cut, each server
-drained on its PD queues before it stops.
+drained on its PD queues before it stops. Then the PD slips, each refused by the deploy's preflight before anything
+stops, as preflight-only runs against that fleet (check mode, --tags plan: the plans and the fleet checks; no server
+restarts even if one slipped through): a prefill and a decode that differ in model, drafter, speculative settings,
+page size, KV dtype and release (one run, a sentence per field), a router in PD mode without a decode or without a
+prefill, and a PD server as a canary host; and a depth sweep of a PD server, refused as well.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ ROUTER_PIDFILE = '/run/llmops/sglang-router-main.pid'
 # 4 paced clients: enough to keep requests in flight on every server, light enough for a 2-core machine.
 LOAD_CLIENTS, LOAD_PAUSE = 4, 0.25
 # inventory host -> (fleet host whose address it shares, mode, server port, simulated GPU), in the order of the
-# batches (llmops_serial 2): a prefill and a decode of different addresses in each (two servers of one address in
-# one batch race on creating the service user).
+# batches (llmops_serial 2): a prefill and a decode of different addresses in each (the test bed runs the servers as
+# root; two servers of one address in one batch creating their user is a unit test of the sglang_server action).
 SERVERS = {'p1': ('ns1', 'prefill', 30000, 0), 'd2': ('ns2', 'decode', 30001, 1),
            'p2': ('ns2', 'prefill', 30000, 0), 'd1': ('ns1', 'decode', 30001, 1)}
 PREFILLS, DECODES = ['p1', 'p2'], ['d1', 'd2']
@@ -164,3 +168,75 @@ def test_rolling_change_of_both_kinds_under_load_loses_nothing(bed, run_playbook
     assert all(server_pid(fleet, h) != before[h] for h in SERVERS)
     assert load.failed == 0 and load.truncated == 0
     assert listed(router) == expected(fleet)
+
+
+def on(hosts, value, other):
+    """An extra var that is ``value`` on the inventory hosts ``hosts``, ``other`` elsewhere (templated per host)."""
+    return "{{ %r if inventory_hostname in %r else %r }}" % (value, list(hosts), other)
+
+
+def refused(bed, run_playbook, limit, playbook='playbooks/deploy.yml', tags='plan', **overrides):
+    """The output of a preflight-only run (check mode, ``tags``) of ``playbook`` on ``limit`` that must fail, after
+    checking that no server stopped or restarted."""
+    fleet, inventory = bed[:2]
+    pids = dict((h, server_pid(fleet, h)) for h in SERVERS)
+    started = time.monotonic()
+    result = run_playbook(playbook, inventory=inventory, limit=limit, extra_vars=pd_vars(**overrides), check=True,
+                          tags=tags, timeout=300)
+    print('\npreflight-only run of %s on %s: %.1f s' % (playbook, limit, time.monotonic() - started))
+    assert result.rc != 0, result.stdout[-3000:]
+    assert dict((h, server_pid(fleet, h)) for h in SERVERS) == pids
+    return ' '.join(result.stdout.split())
+
+
+def test_a_prefill_and_a_decode_that_differ_are_refused_naming_hosts_and_fields(bed, run_playbook):
+    """d1 differs from p1 in every field a pair must share: one preflight run names each, with its hosts and variable
+    (the other checkpoint paths are links to the same files on ns1)."""
+    fleet = bed[0]
+    fleet.ssh('ns1', 'cd /srv/llmops/checkpoints && ln -sfn target target-b && ln -sfn drafter drafter-b')
+    env = dict(pd_vars()['sglang_server_env'], SGLANG_SIM_VERSION=on(['d1'], '0.5.13', '0.5.15.post1'))
+    text = refused(bed, run_playbook, 'p1,d1', sglang_server_env=env,
+                   sglang_server_model_path=on(['d1'], '/srv/llmops/checkpoints/target-b', '/srv/llmops/checkpoints/target'),
+                   sglang_server_speculative_draft_model_path=on(['d1'], '/srv/llmops/checkpoints/drafter-b',
+                                                                 '/srv/llmops/checkpoints/drafter'),
+                   sglang_server_speculative_depth=on(['d1'], 10, 16),
+                   sglang_server_extra_args="{{ ['--page-size', '32', '--kv-cache-dtype', 'fp8_e5m2'] "
+                                            "if inventory_hostname == 'd1' else [] }}")
+    for name, variable, d1, p1 in (
+            ('model', 'sglang_server_model_path', '/srv/llmops/checkpoints/target-b', '/srv/llmops/checkpoints/target'),
+            ('drafter', 'sglang_server_speculative_draft_model_path', '/srv/llmops/checkpoints/drafter-b',
+             '/srv/llmops/checkpoints/drafter'),
+            ('speculative settings', 'sglang_server_speculative_depth and the other speculative variables', None, None),
+            ('page size', '--page-size in sglang_server_extra_args', '32', '(unset)'),
+            ('KV dtype', '--kv-cache-dtype in sglang_server_extra_args', 'fp8_e5m2', '(unset)'),
+            ('engine release', 'sglang_server_python / sglang_install_version', '0.5.13', '0.5.15.post1')):
+        sentence = 'the prefill and decode servers of router %s differ in their %s (%s): ' % (ROUTER, name, variable)
+        assert sentence in text, (name, text[-4000:])
+        if d1 is not None:
+            assert '%s%s on d1 (decode); %s on p1 (prefill)' % (sentence, d1, p1) in text or \
+                '%s%s on p1 (prefill); %s on d1 (decode)' % (sentence, p1, d1) in text, (name, text[-4000:])
+
+
+@pytest.mark.parametrize('missing, limit', [('decode', 'p1'), ('prefill', 'd1')])
+def test_a_pd_router_without_a_prefill_or_a_decode_is_refused(bed, run_playbook, missing, limit):
+    others = PREFILLS if missing == 'decode' else DECODES
+    text = refused(bed, run_playbook, limit,
+                   sglang_server_disaggregation_mode=on(others, 'prefill' if missing == 'decode' else 'decode', ''))
+    assert ('router %s runs in prefill/decode mode (%s have sglang_server_disaggregation_mode %s) but has no %s server: '
+            'set sglang_server_disaggregation_mode: %s on at least one of its servers'
+            % (ROUTER, ', '.join(others), 'prefill' if missing == 'decode' else 'decode', missing, missing)) in text, \
+        text[-4000:]
+
+
+def test_a_pd_server_is_no_canary_and_is_not_swept(bed, run_playbook):
+    """The canary benchmarks one server alone, which a decode or prefill cannot be (SGLang answers it only requests
+    paired through the router: the simulator's 400 below); the depth sweep of one side is refused too."""
+    fleet = bed[0]
+    status, text = request(url_of(fleet, 'd1') + '/generate', body={'text': 'hi', 'sampling_params': {'max_new_tokens': 4}})
+    assert status == 400 and 'Disaggregated request received without bootstrap room id.' in text, (status, text)
+    text = refused(bed, run_playbook, 'd1', llmops_canary_hosts=['d1'])
+    assert ('d1 is a canary host (llmops_canary_hosts, deploy_canary) but a decode server of a prefill/decode pair '
+            '(sglang_server_disaggregation_mode)') in text, text[-3000:]
+    text = refused(bed, run_playbook, 'p1', playbook='playbooks/benchmark.yml', tags=None)
+    assert ('spec_sweep on p1: it is a prefill server of a prefill/decode pair (sglang_server_disaggregation_mode), '
+            'which the sweep cannot measure alone') in text, text[-3000:]

@@ -163,3 +163,30 @@ def test_the_admin_key_file_is_written_with_a_key_and_removed_without_one():
         assert 'LLMOPS_SERVER_ADMIN_API_KEY_FILE' not in rendered[-1]['__sglang_server_environment']
     finally:
         action.lookup_loader.get = saved
+
+
+def test_the_user_is_created_again_where_another_server_of_the_machine_raced_it(monkeypatch):
+    """Two servers of one address in one batch both create the user: the loser's useradd fails, its next try finds
+    the user there (ansible.builtin.user is idempotent) and the start goes on; a failure every try keeps fails."""
+    import ansible_collections.llmops.serving.plugins.action.sglang_server as action
+    monkeypatch.setattr(action.time, 'sleep', lambda seconds: None)
+    plugin = ActionModule.__new__(ActionModule)
+    answers = [{'failed': True, 'msg': 'useradd: cannot lock /etc/passwd; try again later.'}, {'changed': False}]
+    calls = []
+
+    def module(name, args, task_vars, check_mode=None, diff=None):
+        calls.append((name, args))
+        return answers.pop(0)
+
+    plugin.module = module
+    options = {'sglang_server_user': 'sglang', 'sglang_server_user_home': '/var/lib/sglang',
+               'sglang_server_user_groups': ['video']}
+    created = plugin.create_user(options, {})
+    assert not created.get('failed') and [name for name, dummy in calls] == ['ansible.builtin.user'] * 2
+    assert calls[0][1] == {'name': 'sglang', 'home': '/var/lib/sglang', 'groups': ['video'], 'system': True,
+                           'create_home': True, 'shell': '/usr/sbin/nologin', 'append': True}
+    answers[:] = [{'changed': True}]
+    assert plugin.create_user(options, {})['changed'] is True
+    answers[:] = [{'failed': True, 'msg': 'useradd: user sglang exists'}] * action.USER_TRIES
+    created = plugin.create_user(options, {})
+    assert created['failed'] and created['msg'] == 'useradd: user sglang exists' and not answers

@@ -100,6 +100,10 @@ def test_repeat_of_an_unreachable_server_fails_each_round(capsys):
     ({'url': 'http://x', 'repeat': 0}, 'repeat must be at least 1, got 0'),
     ({'url': 'http://x', 'concurrency': [4, 0]}, 'concurrency must list values of at least 1'),
     ({'url': 'http://x', 'dataset': '/nonexistent/p.jsonl'}, "No such file or directory: '/nonexistent/p.jsonl'"),
+    ({'url': 'http://x', 'disaggregation_mode': 'decode'},
+     'http://x is the decode server of a prefill/decode pair (disaggregation_mode decode), which cannot be benchmarked '
+     'alone: SGLang answers it only requests paired through a router in prefill/decode mode (HTTP 400 '
+     '"Disaggregated request received without bootstrap room id." to any other)'),
 ])
 def test_bad_arguments_fail_with_a_clear_message(capsys, args, msg):
     code, result = run_module(capsys, args)

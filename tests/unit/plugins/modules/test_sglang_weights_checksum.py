@@ -14,8 +14,11 @@ from ansible_collections.llmops.serving.tests.releases import releases
 from ansible_collections.llmops.serving.tests.unit._fake_llm_server import FakeLLMServer
 from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import record_warnings, run_main
 
-ADMIN, INFER = 'adm1n-k3y', 'inf3r-k3y'
-GOOD, BAD, OTHER = (hashlib.sha256(word).hexdigest() for word in (b'good', b'bad', b'other'))
+ADMIN = 'adm1n-k3y'
+INFER = 'inf3r-k3y'
+GOOD = hashlib.sha256(b'good').hexdigest()
+BAD = hashlib.sha256(b'bad').hexdigest()
+OTHER = hashlib.sha256(b'other').hexdigest()
 
 
 def answer(checksum, tp=2, pp=1, dp=1):

@@ -13,7 +13,9 @@ key where the server has one, else the API key). Its body is ``CheckWeightsReqIn
 "parallelism_info": {tp_rank, tp_size, dp_rank, dp_size, pp_rank, pp_size, rank, size}}, ...],
 "per_engine_checksum": sha256 hex}`` (HTTP 200, 400 where ``success`` is false). ``per_gpu_checksum``
 covers the target model's weights on that rank (dequantized), so it depends on the layout: only servers
-of one tp/pp/dp layout are compared. The drafter's weights are not covered.
+of one tp/pp/dp layout are compared; and on how the release names and fuses the model's parameters: only
+servers of one release (``version`` of ``/server_info``, where both are known) are compared. The drafter's weights
+are not covered.
 
 Pure functions: every request goes through a ``request`` callable of ``_server_api``.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.llmops.serving.plugins.module_utils._server_api import raw_server_info
 from ansible_collections.llmops.serving.plugins.module_utils._version import parse_version
 
 PATH = '/weights_checker'
@@ -66,10 +69,18 @@ def layout(answer):
     return ' '.join('%s%s' % (key[:2], info.get(key, 1)) for key in LAYOUT_KEYS)
 
 
+def read_version(request, timeout):
+    """The SGLang version a server reports (``/server_info``, else ``/get_server_info``), or None."""
+    dummy, info = raw_server_info(request, timeout)
+    version = info.get('version') if isinstance(info, dict) else None
+    return str(version) if version else None
+
+
 def read_checksum(request, timeout):
-    """Ask one server for its checksum: ``{checksum, layout, ranks, status, note}``. ``checksum`` is the
-    answer's ``per_engine_checksum`` (None where there is none; ``note`` then says why)."""
-    result = dict(checksum=None, layout=None, ranks=0, status=None, note=None)
+    """Ask one server for its checksum: ``{checksum, layout, ranks, status, note, version}``. ``checksum`` is the
+    answer's ``per_engine_checksum`` (None where there is none; ``note`` then says why); ``version`` is left None
+    (read_version)."""
+    result = dict(checksum=None, layout=None, ranks=0, status=None, note=None, version=None)
     try:
         status, body = request('POST', PATH, {'action': 'checksum'}, timeout=timeout)
     except Exception as exc:  # every network error means "no answer"
@@ -100,17 +111,27 @@ def replica_url(value):
     return str(value).rstrip('/') if value else None
 
 
+def difference(own, other):
+    """Why ``other`` (a read_checksum result that has a checksum) is not compared with ``own``, or None: another
+    layout, or another release where both versions are known."""
+    if other.get('layout') != own.get('layout'):
+        return 'another layout (%s, this server %s): not compared' % (other.get('layout'), own.get('layout'))
+    if own.get('version') and other.get('version') and own['version'] != other['version']:
+        return 'another release (SGLang %s, this server %s): not compared' % (other['version'], own['version'])
+    return None
+
+
 def judge(host, own, others, group=None):
     """Whether the server of ``host`` (``own``, from read_checksum) is the outlier of its model group.
 
     ``others``: ``{name: read_checksum result}`` of the other replicas. Compared are those that answered a
-    checksum in the same layout. The server is the outlier where it differs from the checksum that more
+    checksum in the same layout and release (difference). The server is the outlier where it differs from the checksum that more
     than half of the compared replicas report (with one compared replica, where it differs from it).
     Returns ``{outlier, majority, agreeing, compared, msg}``; ``msg`` is the failure message of an outlier,
     else a one-line account."""
     group_text = ' (model group %s)' % group if group else ''
     compared = dict((name, one) for name, one in sorted(others.items())
-                    if one.get('checksum') and one.get('layout') == own.get('layout'))
+                    if one.get('checksum') and difference(own, one) is None)
     result = dict(outlier=False, majority=None, agreeing=[], compared=sorted(compared), msg=None)
     if not compared:
         result['msg'] = 'no other serving replica%s to compare %s with: not checked' % (group_text, host)

@@ -39,8 +39,11 @@ def checker(checksum=None, status=None, **layout):
 def serve():
     servers = []
 
-    def start(checksum=None, status=None, **layout):
-        server = FakeLLMServer({'/weights_checker': checker(checksum, status, **layout)})
+    def start(checksum=None, status=None, version=None, **layout):
+        routes = {'/weights_checker': checker(checksum, status, **layout)}
+        if version:
+            routes['/server_info'] = lambda method, body: (200, {'version': version, 'tp_size': 2})
+        server = FakeLLMServer(routes)
         servers.append(server)
         return server
     yield start
@@ -59,8 +62,8 @@ def run(capsys, **args):
 
 # ------------------------------------------------------------------ the rule (module_utils)
 
-def read(checksum, layout='tp2 pp1 dp1'):
-    return {'checksum': checksum, 'layout': layout, 'ranks': 2, 'status': 200, 'note': None}
+def read(checksum, layout='tp2 pp1 dp1', version=None):
+    return {'checksum': checksum, 'layout': layout, 'ranks': 2, 'status': 200, 'note': None, 'version': version}
 
 
 @pytest.mark.parametrize('others, outlier, agreeing', [
@@ -86,6 +89,16 @@ def test_the_failure_message_names_the_host_both_checksums_the_majority_and_the_
 def test_only_replicas_of_the_same_layout_are_compared():
     verdict = _weights.judge('ns2', read(BAD), {'ns1': read(GOOD, 'tp4 pp1 dp1'), 'ns3': read(None)})
     assert not verdict['outlier'] and verdict['compared'] == [] and 'no other serving replica' in verdict['msg']
+
+
+def test_only_replicas_of_the_same_release_are_compared_where_both_are_known():
+    own = read(BAD, version='0.5.16')
+    verdict = _weights.judge('ns2', own, {'ns1': read(GOOD, version='0.5.15.post1'), 'ns3': read(GOOD, version='0.5.15.post1')})
+    assert not verdict['outlier'] and verdict['compared'] == []
+    assert _weights.difference(own, read(GOOD, version='0.5.15.post1')) == (
+        'another release (SGLang 0.5.15.post1, this server 0.5.16): not compared')
+    # an unknown version on either side: compared by layout alone
+    assert _weights.judge('ns2', own, {'ns1': read(GOOD)})['outlier'] is True
 
 
 @pytest.mark.parametrize('version', releases.versions())
@@ -192,3 +205,14 @@ def test_check_mode_reads_the_same(serve, capsys):
     own, one = serve(BAD), serve(GOOD)
     result, dummy = run(capsys, url=own.url, host='ns2', replicas={'ns1': one.url}, _ansible_check_mode=True)
     assert result['failed'] is True and result['changed'] is False
+
+
+def test_versions_come_from_server_info_with_the_api_key_and_an_upgrade_is_not_an_outlier(serve, capsys):
+    own, old, new = serve(BAD, version='0.5.16'), serve(GOOD, version='0.5.15.post1'), serve(BAD, version='0.5.16')
+    result, dummy = run(capsys, url=own.url, host='ns1', admin_api_key=ADMIN, api_key=INFER,
+                        replicas={'ns2': old.url, 'ns3': new.url})
+    assert not result.get('failed') and result['checked'] is True and result['version'] == '0.5.16'
+    assert result['agreeing'] == ['ns3'] and result['replicas']['ns2']['compared'] is False
+    assert result['replicas']['ns2']['note'] == 'another release (SGLang 0.5.15.post1, this server 0.5.16): not compared'
+    asked = dict((path, headers['Authorization']) for dummy, path, headers, body in old.requests)
+    assert asked == {'/weights_checker': 'Bearer ' + ADMIN, '/server_info': 'Bearer ' + INFER}

@@ -22,6 +22,7 @@ Pure functions: every request goes through a ``request`` callable of ``_server_a
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from ansible_collections.llmops.serving.plugins.module_utils._server_api import raw_server_info
@@ -96,12 +97,26 @@ def read_checksum(request, timeout):
     elif status in (401, 403):
         result['note'] = ('refused the key on %s (HTTP %d): it is an admin endpoint; set sglang_server_admin_api_key to '
                           'the admin key of the servers' % (PATH, status))
-    elif not isinstance(answer, dict) or not answer.get('success') or not answer.get('per_engine_checksum'):
+    elif not isinstance(answer, dict) or not answer.get('success') or not engine_checksum(answer):
         message = answer.get('message') if isinstance(answer, dict) else None
         result['note'] = 'could not compute its checksum (HTTP %s%s)' % (status, ': %s' % message if message else '')
     else:
-        result.update(checksum=str(answer['per_engine_checksum']), layout=layout(answer), ranks=len(answer.get('ranks') or []))
+        result.update(checksum=engine_checksum(answer), layout=layout(answer), ranks=len(answer.get('ranks') or []))
     return result
+
+
+def engine_checksum(answer):
+    """The answer's ``per_engine_checksum``; where it has none, a SHA-256 over its ranks' ``per_gpu_checksum`` in
+    order (every server asked goes the same way); None where neither is there."""
+    if answer.get('per_engine_checksum'):
+        return str(answer['per_engine_checksum'])
+    ranks = answer.get('ranks')
+    if not isinstance(ranks, list) or not ranks:
+        return None
+    per_gpu = [rank.get('per_gpu_checksum') if isinstance(rank, dict) else None for rank in ranks]
+    if not all(per_gpu):
+        return None
+    return hashlib.sha256(''.join(str(value) for value in per_gpu).encode('utf-8')).hexdigest()
 
 
 def replica_url(value):

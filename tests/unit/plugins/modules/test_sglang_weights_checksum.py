@@ -216,3 +216,12 @@ def test_versions_come_from_server_info_with_the_api_key_and_an_upgrade_is_not_a
     assert result['replicas']['ns2']['note'] == 'another release (SGLang 0.5.15.post1, this server 0.5.16): not compared'
     asked = dict((path, headers['Authorization']) for dummy, path, headers, body in old.requests)
     assert asked == {'/weights_checker': 'Bearer ' + ADMIN, '/server_info': 'Bearer ' + INFER}
+
+
+def test_engine_checksum_from_the_ranks_where_the_answer_has_none():
+    full = answer(GOOD)
+    assert _weights.engine_checksum(full) == GOOD
+    del full['per_engine_checksum']
+    assert _weights.engine_checksum(full) == hashlib.sha256((GOOD + GOOD).encode()).hexdigest()
+    full['ranks'][1]['per_gpu_checksum'] = None
+    assert _weights.engine_checksum(full) is None and _weights.engine_checksum({'ranks': []}) is None

@@ -126,8 +126,6 @@ def test_layout_from_parallelism_info():
 
 # ------------------------------------------------------------------ the module against fake servers
 
-
-
 def test_an_outlier_fails_with_the_message(serve, capsys):
     own, one, two = serve(BAD), serve(GOOD), serve(GOOD)
     result, out = run(capsys, url=own.url, admin_api_key=ADMIN, api_key=INFER, host='ns2', group='fleet_ns',

@@ -7,6 +7,9 @@ writes ``DEST/target`` (LlamaForCausalLM config + safetensors) and ``DEST/drafte
 (LlamaForCausalLMEagle3, every tensor the real loader wants, zero weights). Only the
 standard library: runs with any python3 on a host. The simulator reads the drafter's
 quality from the safetensors metadata key ``llmops_sim_quality``.
+
+``make_tiny_checkpoint.py FILE --alter-tensor NAME`` changes the first byte of tensor NAME in the safetensors
+FILE in place (a copy of the weights with one tensor changed: the simulator's /weights_checker checksum differs).
 """
 
 from __future__ import annotations
@@ -90,12 +93,31 @@ def write(dest, spelling='midlayer', quality='perfect'):
     return target, drafter
 
 
+def alter_tensor(path, name):
+    """Change the first byte of tensor ``name`` of the safetensors file ``path`` in place (its bitwise complement)."""
+    with open(path, 'r+b') as handle:
+        (length,) = struct.unpack('<Q', handle.read(8))
+        header = json.loads(handle.read(length).decode('utf-8'))
+        if name not in header or name == '__metadata__':
+            raise SystemExit('%s has no tensor %s' % (path, name))
+        offset = 8 + length + header[name]['data_offsets'][0]
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('dest')
     parser.add_argument('--spelling', choices=['midlayer', 'layers'], default='midlayer')
     parser.add_argument('--quality', default='perfect')
+    parser.add_argument('--alter-tensor', metavar='NAME', help='change one byte of tensor NAME of the safetensors file DEST')
     args = parser.parse_args()
+    if args.alter_tensor:
+        alter_tensor(args.dest, args.alter_tensor)
+        print('%s: changed %s' % (args.dest, args.alter_tensor))
+        return
     for path in write(args.dest, args.spelling, args.quality):
         print(path)
 

@@ -12,7 +12,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sglang import _args, _pd
+from sglang import _args, _pd, _weights
 from sglang._engine import token_text
 
 UNAUTHORIZED = {'error': 'Unauthorized'}
@@ -144,6 +144,8 @@ class Handler(BaseHTTPRequestHandler):
             routes['/ready'] = ('GET', self.ready)
         if '/get_load' in self.sim.http['routes']:  # up to 0.5.20
             routes['/get_load'] = ('GET', self.get_load)
+        if '/weights_checker' in self.sim.http['routes']:  # 0.5.11 and later: GET and POST
+            routes['/weights_checker'] = (None, self.weights_checker)
         if path not in routes or path == '/metrics' and not self.sim.args['enable_metrics']:
             return self._send(404, {'detail': 'Not Found'})
         allowed, handler = routes[path]
@@ -233,6 +235,10 @@ class Handler(BaseHTTPRequestHandler):
         self.sim.engine.flush()
         self.sim.log('Cache flushed successfully!')
         return self._send(200, FLUSHED, 'text/plain; charset=utf-8')
+
+    def weights_checker(self, body):
+        status, data = _weights.answer(body, self.sim.weights_checksum)
+        return self._send(status, data)
 
     def metrics(self, body):
         return self._send(200, self.sim.metrics_text(), 'text/plain; version=0.0.4; charset=utf-8')

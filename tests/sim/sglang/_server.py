@@ -21,7 +21,7 @@ import warnings
 
 import nvsim
 from sglang import __version__
-from sglang import _adaptive, _args, _dist, _drafter, _flags, _http, _pd
+from sglang import _adaptive, _args, _dist, _drafter, _flags, _http, _pd, _weights
 from sglang._engine import Engine
 
 PHASES = ('imports', 'load', 'graphs', 'warmup')
@@ -137,6 +137,8 @@ class Server(_http.Counters):
         self.adaptive = None
         # --disaggregation-mode prefill|decode (_pd.py); None in SGLang's default mode ('null')
         self.pd = _pd.PD(self) if args.get('disaggregation_mode') in ('prefill', 'decode') else None
+        # the answer of /weights_checker (_weights.py), from the weights read at load, where the release routes it
+        self.weights_checksum = None
 
     def metrics_text(self):
         return _http.metrics_text(self)
@@ -284,6 +286,9 @@ class Server(_http.Counters):
         log('Load weight begin. avail mem=%.2f GB' % avail)
         self.log.raw(LOADING % 189.86)
         elapsed = _read_weights(a['model_path'])
+        if '/weights_checker' in self.http['routes']:
+            self.weights_checksum = _weights.checksum_answer(_weight_files(a['model_path']), a['tp_size'],
+                                                             a.get('pp_size') or 1, a.get('dp_size') or 1)
         archs = _args.read_model_config(a['model_path']).get('architectures') or ['LlamaForCausalLM']
         log('Load weight end. elapsed=%.2f s, type=%s, avail mem=%.2f GB, mem usage=%.2f GB.'
             % (elapsed, archs[0], avail - weights / GB, weights / GB))

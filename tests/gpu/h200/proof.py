@@ -32,6 +32,13 @@ restarts and the benchmarks; ``h3`` two more cold starts, stop), the server kept
 virtualenv (tests/gpu/pack_wheels.sh with SECOND_RELEASE ships both), deploy.yml onto the first (the server runs
 its virtualenv's python), the rolling change onto the second, rollback.yml back, each health- and acceptance-checked;
 stop. On the device three calls (``i1`` models, installs; ``i2`` deploy, upgrade; ``i3`` rollback, stop).
+``fd`` (issue 51, the front door, inventory-g.yml) phase g's two servers and router with split keys (inference, admin,
+control-plane) and TLS with the router's client certificate from their first start: what each key may do on every admin
+endpoint and the router's /workers, no key in a process, log or file readable by others; a drained rolling deploy under
+streaming load over TLS; a certificate rotation under load served without a restart (--enable-ssl-refresh); the benchmark
+through the router on TLS and on plain HTTP; weights attestation (a replica on a copy of the target with one tensor
+changed fails its host as the outlier); stop. On the device two calls (``fd1`` keys, TLS rollout; ``fd2`` rotation,
+benchmark, attestation, stop), the servers and router kept between them.
 ``p`` (issue 50, prefill/decode disaggregation, inventory-p.yml) two prefills and two decodes (mooncake_tcp) on the one GPU
 behind the real sglang-router 0.3.2 in PD mode: started prefills first, a rolling depth change under streaming load
 through the router (a prefill and its decode per batch), a prefill SIGKILLed under load (what health checks, router and
@@ -121,8 +128,8 @@ PHASES = {
     # through the router with and without TLS, weights attestation with a replica on modified weights. On the device two
     # calls, the servers and the router kept between them.
     'fd': ['models', 'f_keys', 'f_tls', 'f_rotate', 'f_bench', 'f_attest', 'g_stop'],
-    'fd1': ['models', 'f_keys', 'f_tls', 'f_rotate'],
-    'fd2': ['f_bench', 'f_attest', 'g_stop'],
+    'fd1': ['models', 'f_keys', 'f_tls'],
+    'fd2': ['f_rotate', 'f_bench', 'f_attest', 'g_stop'],
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
@@ -1366,7 +1373,13 @@ class Proof:
         """README "TLS on the wire" as a vars file: each host's certificate of the fleet CA, --enable-ssl-refresh, the
         router's own listener and its client certificate towards the servers (mTLS)."""
         own = str(self.f_tls_dir() / '{{ inventory_hostname }}')
-        settings = {'llmops_tls_ca_cert': str(self.f_tls_dir() / 'ca.crt'), 'sglang_server_tls_refresh': True}
+        settings = {'llmops_tls_ca_cert': str(self.f_tls_dir() / 'ca.crt'), 'sglang_server_tls_refresh': True,
+                    # The drain's idle gate reads the CA the server role installed; the role's default names the one
+                    # of a server "main" in /etc/llmops, and this host's are g1 and g2 in the proof's folder (without
+                    # it the gate cannot verify the server and fails after its timeout: seen in the dry run). The
+                    # router host (no server name) validates the variable too.
+                    'sglang_router_worker_ca_path':
+                        "{{ sglang_server_config_dir }}/sglang-{{ sglang_server_name | default('main') }}.ca.crt"}
         for prefix in ('sglang_server_tls', 'sglang_router_tls', 'sglang_router_client'):
             settings.update({prefix + '_cert': own + '.crt', prefix + '_key': own + '.key'})
         path = self.work / 'front-door-tls.yml'
@@ -2756,7 +2769,7 @@ def main(argv=None):
     parser.add_argument('--simulate', action='store_true', help='SGLang simulator and nvidia-smi stand-in')
     parser.add_argument('what', nargs='*', default=['all'],
                         help='phases a, b, c, d (SGLang 0.5.11 installed), e, f, g (device: g1, g2, g3), h (device: h1, h2, h3), '
-                             'i (device: i1, i2, i3), p (device: p1, p2, p3), '
+                             'i (device: i1, i2, i3), p (device: p1, p2, p3), fd (device: fd1, fd2), '
                              'all (a, b, c; '
                              'default) or step names: %s' % ', '.join(STEP_TIMEOUT))
     args = parser.parse_args(argv)

@@ -1631,7 +1631,12 @@ class Proof:
                    re.search(r'srv2 loaded weights whose checksum \w+ differs from \w+ of srv1', message) is not None,
                    message[-600:])
         step.check('srv1 untouched (same PID)', after['srv1'] == before['srv1'], '%s -> %s' % (before['srv1'], after['srv1']))
-        step.figures['checksums_after'] = ['%s: %s' % item for item in self.f_checksums().items()]
+        state = (run.fact('sglang_server_result') or {}).get('state')
+        sums = self.f_checksums()
+        step.figures.update(srv2_state=state, srv2_pid='%s -> %s' % (before['srv2'], after['srv2']),
+                            checksums_after=['%s: %s' % item for item in sums.items()])
+        if state == 'rolled_back':  # the deploy's rollback (on by default) serves srv2's last good configuration again
+            step.check('srv2 rolled back: serving the weights of srv1 again (same checksum)', sums['srv2'] == sums['srv1'], sums)
         self.g_keep_logs(step)
 
     # ---------------------------------------------------------------- phase p: prefill/decode disaggregation

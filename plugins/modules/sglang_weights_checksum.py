@@ -20,9 +20,11 @@ description:
     C(<host> loaded weights whose checksum <its> differs from <majority> of <hosts> (model group <group>)), checksums
     shown by their first 16 hex digits.
   - Compared are only the replicas that answer a checksum in the same tensor, pipeline and data parallel layout
-    (C(parallelism_info) - the checksum of a rank depends on its shard). A replica that does not answer (not serving),
-    answers 404 (a release without the route), refuses the key or has another layout is left out, with a note in
-    RV(replicas).
+    (C(parallelism_info) - the checksum of a rank depends on its shard) and, where both versions are known
+    (C(/server_info), with O(api_key)), the same SGLang release (a release may name or fuse the model's parameters
+    otherwise - during a release upgrade the upgraded servers are compared with each other only). A replica that
+    does not answer (not serving), answers 404 (a release without the route), refuses the key or has another layout
+    or release is left out, with a note in RV(replicas).
   - Never fails for want of a comparison. A server whose release has no C(/weights_checker) (vLLM; SGLang before
     0.5.11, from O(version) or a 404 answer), that refuses the key (an admin key is needed, O(admin_api_key)) or that
     cannot compute its checksum is not checked (RV(checked) false, RV(note) says why); so is a server with no other replica serving to
@@ -64,7 +66,7 @@ options:
     type: str
   version:
     description: The server's SGLang version (the deploy's plan knows it); a release before 0.5.11 is skipped without
-      a request. Unset, the route is asked and a 404 answer skips.
+      a request. Unset, the route is asked and a 404 answer skips, and the version is read from C(/server_info).
     type: str
   timeout:
     description:
@@ -115,18 +117,23 @@ layout:
   returned: always
   type: str
   sample: tp8 pp1 dp1
+version:
+  description: The server's SGLang release (O(version), else what its C(/server_info) says); null where unknown.
+  returned: always
+  type: str
+  sample: 0.5.15.post1
 ranks:
   description: How many ranks the server's answer covers.
   returned: always
   type: int
   sample: 8
 replicas:
-  description: Each other replica asked, by name, with its C(url), C(checksum), C(layout), C(compared) (whether it
-    counted) and C(note) (why it did not).
+  description: Each other replica asked, by name, with its C(url), C(checksum), C(layout), C(version) (its SGLang
+    release, null where unknown), C(compared) (whether it counted) and C(note) (why it did not).
   returned: always
   type: dict
   sample: {gpu-a02: {url: "http://10.0.0.6:30000", checksum: 3f0c5e1d9a7b2c4e8f6a1b3d5c7e9f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e,
-           layout: tp8 pp1 dp1, compared: true, note: null}}
+           layout: tp8 pp1 dp1, version: 0.5.15.post1, compared: true, note: null}}
 majority:
   description: The checksum more than half of the compared replicas report; null where none does.
   returned: always
@@ -176,12 +183,14 @@ ARGUMENT_SPEC = dict(
 def attest(params, make_request, warn=None):
     """The module's result (without ``changed``) and whether to fail: ``(result, failed)``.
 
-    ``make_request(url)`` returns a ``_server_api`` request callable for that URL, with the key to send."""
+    ``make_request(url, admin)`` returns a ``_server_api`` request callable for that URL, with the key to send: the
+    admin key where ``admin`` (the checker) and it is set, else the API key."""
     host = params.get('host') or params['url']
     group = params.get('group')
     timeout = params.get('timeout') or DEFAULT_TIMEOUT
-    result = dict(checksum=None, layout=None, ranks=0, replicas={}, majority=None, agreeing=[], outlier=False,
-                  checked=False, note=None)
+    info_timeout = params.get('request_timeout') or 5.0
+    result = dict(checksum=None, layout=None, version=params.get('version'), ranks=0, replicas={}, majority=None,
+                  agreeing=[], outlier=False, checked=False, note=None)
     problem = _weights.route_problem(params.get('engine') or 'sglang', params.get('version'))
     if problem:
         result['note'] = '%s: %s; weights not checked' % (host, problem)
@@ -193,21 +202,21 @@ def attest(params, make_request, warn=None):
         result['note'] = ('no other replica%s to compare %s with: weights not checked'
                           % (' in model group %s' % group if group else '', host))
         return result, False
-    own = _weights.read_checksum(make_request(own_url), timeout)
-    result.update(checksum=own['checksum'], layout=own['layout'], ranks=own['ranks'])
+    own = _weights.read_checksum(make_request(own_url, True), timeout)
+    own['version'] = params.get('version') or _weights.read_version(make_request(own_url, False), info_timeout)
+    result.update(checksum=own['checksum'], layout=own['layout'], version=own['version'], ranks=own['ranks'])
     if not own['checksum']:
         result['note'] = '%s %s; weights not checked' % (host, own['note'])
         return result, False
     answers = {}
     for name, url in sorted(others.items()):
-        answer = _weights.read_checksum(make_request(url), timeout)
+        answer = _weights.read_checksum(make_request(url, True), timeout)
+        if answer['checksum']:
+            answer['version'] = _weights.read_version(make_request(url, False), info_timeout)
         answers[name] = answer
-        compared = bool(answer['checksum']) and answer['layout'] == own['layout']
-        note = answer['note']
-        if answer['checksum'] and not compared:
-            note = 'another layout (%s, this server %s): not compared' % (answer['layout'], own['layout'])
-        result['replicas'][name] = dict(url=url, checksum=answer['checksum'], layout=answer['layout'], compared=compared,
-                                        note=note)
+        note = answer['note'] or _weights.difference(own, answer)
+        result['replicas'][name] = dict(url=url, checksum=answer['checksum'], layout=answer['layout'],
+                                        version=answer['version'], compared=note is None, note=note)
     verdict = _weights.judge(host, own, answers, group)
     result.update(majority=verdict['majority'], agreeing=verdict['agreeing'], outlier=verdict['outlier'],
                   checked=bool(verdict['agreeing']), note=verdict['msg'])
@@ -222,11 +231,12 @@ def main():
     params = module.params
     for value in _server_api.secret_header_values(params.get('headers')):
         module.no_log_values.add(value)
-    key = params.get('admin_api_key') or params.get('api_key')
-    headers = _server_api.auth_headers(key, params.get('headers'))
+    admin_headers = _server_api.auth_headers(params.get('admin_api_key') or params.get('api_key'), params.get('headers'))
+    headers = _server_api.auth_headers(params.get('api_key'), params.get('headers'))
 
-    def make_request(url):
-        return _server_api.open_url_request(url, headers, validate_certs=params.get('validate_certs', True),
+    def make_request(url, admin):
+        return _server_api.open_url_request(url, admin_headers if admin else headers,
+                                            validate_certs=params.get('validate_certs', True),
                                             use_proxy=params.get('use_proxy', True), ca_path=params.get('ca_path'))
 
     result, fail = attest(params, make_request, module.warn)

@@ -38,7 +38,7 @@ def files(folder):
 
 
 def test_checksum_answer_shape_and_layout(checkpoints):
-    good, _ = checkpoints
+    good = checkpoints[0]
     answer = _weights.checksum_answer(files(good), 4)
     assert answer['success'] is True and set(answer) == {'success', 'message', 'ranks', 'per_engine_checksum'}
     assert len(answer['ranks']) == 4 and len(answer['per_engine_checksum']) == 64

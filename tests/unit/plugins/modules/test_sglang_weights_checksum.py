@@ -39,8 +39,11 @@ def checker(checksum=None, status=None, **layout):
 def serve():
     servers = []
 
-    def start(checksum=None, status=None, **layout):
-        server = FakeLLMServer({'/weights_checker': checker(checksum, status, **layout)})
+    def start(checksum=None, status=None, version=None, **layout):
+        routes = {'/weights_checker': checker(checksum, status, **layout)}
+        if version:
+            routes['/server_info'] = lambda method, body: (200, {'version': version, 'tp_size': 2})
+        server = FakeLLMServer(routes)
         servers.append(server)
         return server
     yield start
@@ -59,8 +62,8 @@ def run(capsys, **args):
 
 # ------------------------------------------------------------------ the rule (module_utils)
 
-def read(checksum, layout='tp2 pp1 dp1'):
-    return {'checksum': checksum, 'layout': layout, 'ranks': 2, 'status': 200, 'note': None}
+def read(checksum, layout='tp2 pp1 dp1', version=None):
+    return {'checksum': checksum, 'layout': layout, 'ranks': 2, 'status': 200, 'note': None, 'version': version}
 
 
 @pytest.mark.parametrize('others, outlier, agreeing', [
@@ -88,6 +91,16 @@ def test_only_replicas_of_the_same_layout_are_compared():
     assert not verdict['outlier'] and verdict['compared'] == [] and 'no other serving replica' in verdict['msg']
 
 
+def test_only_replicas_of_the_same_release_are_compared_where_both_are_known():
+    own = read(BAD, version='0.5.16')
+    verdict = _weights.judge('ns2', own, {'ns1': read(GOOD, version='0.5.15.post1'), 'ns3': read(GOOD, version='0.5.15.post1')})
+    assert not verdict['outlier'] and verdict['compared'] == []
+    assert _weights.difference(own, read(GOOD, version='0.5.15.post1')) == (
+        'another release (SGLang 0.5.15.post1, this server 0.5.16): not compared')
+    # an unknown version on either side: compared by layout alone
+    assert _weights.judge('ns2', own, {'ns1': read(GOOD)})['outlier'] is True
+
+
 @pytest.mark.parametrize('version', releases.versions())
 def test_every_checked_release_that_routes_the_checker_is_asked(version):
     routed = '/weights_checker' in releases.load(version)['http']['routes']
@@ -112,8 +125,6 @@ def test_layout_from_parallelism_info():
 
 
 # ------------------------------------------------------------------ the module against fake servers
-
-
 
 def test_an_outlier_fails_with_the_message(serve, capsys):
     own, one, two = serve(BAD), serve(GOOD), serve(GOOD)
@@ -192,3 +203,23 @@ def test_check_mode_reads_the_same(serve, capsys):
     own, one = serve(BAD), serve(GOOD)
     result, dummy = run(capsys, url=own.url, host='ns2', replicas={'ns1': one.url}, _ansible_check_mode=True)
     assert result['failed'] is True and result['changed'] is False
+
+
+def test_versions_come_from_server_info_with_the_api_key_and_an_upgrade_is_not_an_outlier(serve, capsys):
+    own, old, new = serve(BAD, version='0.5.16'), serve(GOOD, version='0.5.15.post1'), serve(BAD, version='0.5.16')
+    result, dummy = run(capsys, url=own.url, host='ns1', admin_api_key=ADMIN, api_key=INFER,
+                        replicas={'ns2': old.url, 'ns3': new.url})
+    assert not result.get('failed') and result['checked'] is True and result['version'] == '0.5.16'
+    assert result['agreeing'] == ['ns3'] and result['replicas']['ns2']['compared'] is False
+    assert result['replicas']['ns2']['note'] == 'another release (SGLang 0.5.15.post1, this server 0.5.16): not compared'
+    asked = dict((path, headers['Authorization']) for dummy, path, headers, body in old.requests)
+    assert asked == {'/weights_checker': 'Bearer ' + ADMIN, '/server_info': 'Bearer ' + INFER}
+
+
+def test_engine_checksum_from_the_ranks_where_the_answer_has_none():
+    full = answer(GOOD)
+    assert _weights.engine_checksum(full) == GOOD
+    del full['per_engine_checksum']
+    assert _weights.engine_checksum(full) == hashlib.sha256((GOOD + GOOD).encode()).hexdigest()
+    full['ranks'][1]['per_gpu_checksum'] = None
+    assert _weights.engine_checksum(full) is None and _weights.engine_checksum({'ranks': []}) is None

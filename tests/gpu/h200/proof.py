@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import http.client
+import importlib
 import json
 import os
 import re
@@ -1572,9 +1573,7 @@ class Proof:
 
     def f_measure(self, step, label):
         """One benchmark through the router (the inference key; the CA while it serves HTTPS): the combined run."""
-        if str(self.work / 'collections') not in sys.path:
-            sys.path.insert(0, str(self.work / 'collections'))
-        from ansible_collections.llmops.serving.plugins.module_utils import _benchmark  # pylint: disable=import-outside-toplevel,import-error
+        _benchmark = self.module_utils('_benchmark')
         ca = str(self.f_tls_dir() / 'ca.crt') if self.front_door().get('tls') else None
         client = _benchmark.Client(self.g_router(), api_key=self.g_auth()['key'], timeout=60, http_library='http.client',
                                    ca_path=ca)
@@ -1591,15 +1590,22 @@ class Proof:
         step.figures['%s_ttft_p50_ms' % label] = round(run['ttft_ms']['p50'], 2)
         return run
 
+    def module_utils(self, name):
+        """A module_utils module of the collection (this checkout, through the proof's collections link)."""
+        if str(self.work / 'collections') not in sys.path:
+            sys.path.insert(0, str(self.work / 'collections'))
+        return importlib.import_module('ansible_collections.llmops.serving.plugins.module_utils.' + name)
+
     def f_checksums(self):
-        """host -> per_engine_checksum of /weights_checker (the admin key), or what answered instead."""
-        keys, sums = self.front_door_keys()[0], {}
+        """host -> the engine checksum of /weights_checker (the admin key; as the collection's attestation reads it:
+        module_utils/_weights.py), or what answered instead."""
+        keys, sums, weights = self.front_door_keys()[0], {}, self.module_utils('_weights')
         for host, url in self.g_urls().items():
             status, text = http_request(url + '/weights_checker', key=keys['sglang_server_admin_api_key'],
                                         body={'action': 'checksum'}, context=self.g_auth()['context'], timeout=120)
             try:
-                sums[host] = json.loads(text)['per_engine_checksum'] if status == 200 else 'HTTP %s' % status
-            except (ValueError, KeyError, TypeError):
+                sums[host] = (weights.engine_checksum(json.loads(text)) if status == 200 else None) or 'HTTP %s' % status
+            except (ValueError, TypeError, AttributeError):
                 sums[host] = 'HTTP %s: %s' % (status, text[:100])
         return sums
 

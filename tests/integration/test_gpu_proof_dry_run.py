@@ -78,4 +78,4 @@ def test_phase_fd_front_door_keys_tls_rotation_bench_attestation(tmp_path):
     rollout, rotation = steps['f_tls']['figures'], steps['f_rotate']['figures']
     assert (rollout['failed'], rollout['truncated'], rotation['failed'], rotation['truncated']) == (0, 0, 0, 0)
     assert steps['f_bench']['figures']['tls_over_plain_output_tok_s'] > 0
-    assert steps['f_attest']['figures']['srv2_state'] == 'rolled_back'
+    assert steps['f_attest']['figures']['srv2_state'] != 'rolled_back'

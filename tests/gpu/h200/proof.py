@@ -32,6 +32,13 @@ restarts and the benchmarks; ``h3`` two more cold starts, stop), the server kept
 virtualenv (tests/gpu/pack_wheels.sh with SECOND_RELEASE ships both), deploy.yml onto the first (the server runs
 its virtualenv's python), the rolling change onto the second, rollback.yml back, each health- and acceptance-checked;
 stop. On the device three calls (``i1`` models, installs; ``i2`` deploy, upgrade; ``i3`` rollback, stop).
+``fd`` (issue 51, the front door, inventory-g.yml) phase g's two servers and router with split keys (inference, admin,
+control-plane) and TLS with the router's client certificate from their first start: what each key may do on every admin
+endpoint and the router's /workers, no key in a process, log or file readable by others; a drained rolling deploy under
+streaming load over TLS; a certificate rotation under load served without a restart (--enable-ssl-refresh); the benchmark
+through the router on TLS and on plain HTTP; weights attestation (a replica on a copy of the target with one tensor
+changed fails its host as the outlier); stop. On the device two calls (``fd1`` keys, TLS rollout; ``fd2`` rotation,
+benchmark, attestation, stop), the servers and router kept between them.
 ``p`` (issue 50, prefill/decode disaggregation, inventory-p.yml) two prefills and two decodes (mooncake_tcp) on the one GPU
 behind the real sglang-router 0.3.2 in PD mode: started prefills first, a rolling depth change under streaming load
 through the router (a prefill and its decode per batch), a prefill SIGKILLed under load (what health checks, router and
@@ -45,6 +52,9 @@ stopped before the driver exits. Standard library only.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import http.client
+import importlib
 import json
 import os
 import re
@@ -52,6 +62,7 @@ import shutil
 import secrets
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -60,6 +71,7 @@ import tarfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -112,16 +124,24 @@ PHASES = {
     'p1': ['models', 'p_mooncake', 'p_start'],
     'p2': ['p_roll', 'p_kill'],
     'p3': ['p_stop', 'p_content', 'p_cstop'],
+    # The front door (issue 51, inventory-g.yml): phase g's two servers and router with split keys and TLS (mTLS) from
+    # their first start; the key checks, a rolling deploy and a certificate rotation under load over TLS, the benchmark
+    # through the router with and without TLS, weights attestation with a replica on modified weights. On the device two
+    # calls, the servers and the router kept between them.
+    'fd': ['models', 'f_keys', 'f_tls', 'f_rotate', 'f_bench', 'f_attest', 'g_stop'],
+    'fd1': ['models', 'f_keys', 'f_tls'],
+    'fd2': ['f_rotate', 'f_bench', 'f_attest', 'g_stop'],
 }
 # Least time a phase-g step needs left in its call (two warm restarts are about 3.5 min on the device): a
 # rollout cut by the call's end would leave the servers half-changed, so it is recorded SKIP instead.
 STEP_MIN_S = {'g_start': 300, 'g_drain': 240, 'g_nodrain': 240, 'g_rollback': 200, 'h_cold': 200, 'h_cold_ready': 150, 'h_warm': 120, 'h_warm_ready': 120,
               'i_deploy': 200, 'i_upgrade': 200, 'i_rollback': 200,
-              'p_start': 300, 'p_roll': 200, 'p_kill': 200, 'p_content': 200}
+              'p_start': 300, 'p_roll': 200, 'p_kill': 200, 'p_content': 200,
+              'f_keys': 300, 'f_tls': 200, 'f_rotate': 60, 'f_bench': 200, 'f_attest': 120}
 STARTS_SERVER = {'g_warm_sampled', 'deploy', 'redeploy', 'depth3', 'random', 'other_naming', 'benchmark', 'unfixed_0511', 'fixed_0511',
                  'apikey', 'rollback', 'bench_compare', 'g_start', 'g_drain', 'g_nodrain', 'g_rollback',
                  'h_cold', 'h_cold_ready', 'h_warm', 'h_warm_ready', 'h_bench', 'i_deploy', 'i_upgrade', 'i_rollback',
-                 'p_start', 'p_roll', 'p_kill', 'p_content'}
+                 'p_start', 'p_roll', 'p_kill', 'p_content', 'f_keys', 'f_tls', 'f_bench', 'f_attest'}
 # Longest a step may take on the device (ansible-playbook is killed after that).
 STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 'depth3': 330,
                 'status': 90, 'stop': 150, 'random': 330, 'other_naming': 330, 'benchmark': 540,
@@ -129,7 +149,8 @@ STEP_TIMEOUT = {'models': 240, 'preflight': 90, 'deploy': 420, 'redeploy': 150, 
                 'g_start': 420, 'g_drain': 420, 'g_nodrain': 420, 'g_rollback': 420, 'g_sampled': 120, 'g_warm_sampled': 520, 'g_stop': 150,
                 'h_model': 300, 'h_stage': 300, 'h_cold': 450, 'h_cold_ready': 300, 'h_warm': 300, 'h_warm_ready': 300, 'h_bench': 420,
                 'i_install': 360, 'i_deploy': 420, 'i_upgrade': 420, 'i_rollback': 420,
-                'p_mooncake': 120, 'p_start': 300, 'p_roll': 420, 'p_kill': 300, 'p_stop': 150, 'p_content': 360, 'p_cstop': 150}
+                'p_mooncake': 120, 'p_start': 300, 'p_roll': 420, 'p_kill': 300, 'p_stop': 150, 'p_content': 360, 'p_cstop': 150,
+                'f_keys': 420, 'f_tls': 420, 'f_rotate': 180, 'f_bench': 300, 'f_attest': 300}
 # bench_compare: what both clients send (concurrency 32 gets two waves of the prompts).
 COMPARE = {'concurrency': [1, 8, 32], 'num_prompts': 64, 'input_len': 64, 'output_len': 128, 'rounds': 2}
 OLD_SGLANG = '0.5.11'  # the last SGLang that loads only midlayer.* drafter names
@@ -148,6 +169,19 @@ P_PORTS = {'P1': 30011, 'P1_NCCL': 30111, 'P1_BOOTSTRAP': 8998, 'D1': 30021, 'D1
            'CP': 30031, 'CP_NCCL': 30131, 'CP_BOOTSTRAP': 8997, 'CD': 30032, 'CD_NCCL': 30132, 'REF': 30040,
            'REF_NCCL': 30140, 'PD_ROUTER': 30080, 'PD_ROUTER_METRICS': 29000, 'PD_ROUTER_C': 30081,
            'PD_ROUTER_C_METRICS': 29001}
+# Phase fd: the three keys (README "Keys with one job each"); the admin endpoints of 0.5.15.post1 (ADMIN_OPTIONAL,
+# FACTS.md) asked with the inference key and with none, each with a body that is no JSON: refused (401) before the body
+# is read, and a route that let the key through would refuse the body and change nothing. With the admin key only
+# harmless ones: /flush_cache, /weights_checker (a checksum only reads), /pause_generation then /continue_generation.
+F_KEYS = ['sglang_server_api_key', 'sglang_server_admin_api_key', 'sglang_router_control_plane_api_key']
+F_ADMIN_ROUTES = ['/update_weights_from_disk', '/update_weights_from_tensor', '/update_weights_from_distributed',
+                  '/pause_generation', '/continue_generation', '/release_memory_occupation', '/set_internal_state',
+                  '/abort_request', '/slow_down', '/flush_cache', '/load_lora_adapter', '/unload_lora_adapter',
+                  '/start_profile', '/weights_checker']
+F_BENCH = {'prompts': 64, 'input_len': 64, 'output_len': 64, 'concurrency': 8, 'rounds': 2}
+# What the key scan of f_keys leaves out of the proof's folder: models, virtualenvs, caches (nothing of the keys).
+F_SCAN_SKIP = {'models', 'collections', 'router-venv', 'releases', 'big-source', 'staged', 'jit-cache', 'compare',
+               'benchmark', 'venv-probe'}
 NONPD_ACCEPT = 4.571  # the deploy's smoke accept length of one non-PD server, good drafter, depth 5 (phases a, e, i)
 P_MIN_REQUESTS = 300
 P_KILL_WATCH_S = 30  # seconds the driver watches after the SIGKILL, before status.yml and the way back
@@ -780,17 +814,22 @@ class Proof:
             step.figures['best'] = (data.get('best') or {}).get('name')
 
     # ---------------------------------------------------------------- phase e: API key, rollback
-    def api_key(self):
-        """The proof's API key (made once per machine, never written into the bundle) and the
-        0600 vars file that carries it to ansible-playbook (never its command line)."""
+    def secret_vars(self, name, variables):
+        """``({variable: key}, path)``: fresh random keys (made once per machine, never written into the bundle)
+        and the 0600 vars file ``name`` that carries them to ansible-playbook (never its command line)."""
         folder = self.work / 'secret'
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = folder / 'api_key.yml'
+        path = folder / name
         if not path.exists():
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(descriptor, 'w') as handle:
-                handle.write('sglang_server_api_key: llmops-proof-%s\n' % secrets.token_hex(16))
-        return path.read_text().split(':', 1)[1].strip(), path
+                handle.write(''.join('%s: llmops-proof-%s\n' % (v, secrets.token_hex(16)) for v in variables))
+        return dict(line.split(': ', 1) for line in path.read_text().splitlines()), path
+
+    def api_key(self):
+        """Phase e's API key and its vars file."""
+        keys, path = self.secret_vars('api_key.yml', ['sglang_server_api_key'])
+        return keys['sglang_server_api_key'], path
 
     def status(self, step, tag, vars_files=()):
         """status.yml: (run, sglang_server_status, the printed lines)."""
@@ -954,33 +993,43 @@ class Proof:
                 pids[host] = None
         return pids
 
+    def g_scheme(self):
+        return 'https' if self.front_door().get('tls') else 'http'
+
     def g_urls(self):
-        return {host: 'http://127.0.0.1:%s' % self.g_ports[host.upper()] for host in G_SERVERS}
+        return {host: '%s://127.0.0.1:%s' % (self.g_scheme(), self.g_ports[host.upper()]) for host in G_SERVERS}
 
     def g_router(self):
-        return 'http://127.0.0.1:%s' % self.g_ports['ROUTER']
+        return '%s://127.0.0.1:%s' % (self.g_scheme(), self.g_ports['ROUTER'])
+
+    def g_auth(self, key='sglang_server_api_key'):
+        """``{key, context}`` for a client of phase g's servers and router: none in phase g; in phase fd the key
+        named (the inference key by default) and, while they serve HTTPS, an ssl context with the fleet CA."""
+        state = self.front_door()
+        if not state:
+            return {'key': None, 'context': None}
+        context = ssl.create_default_context(cafile=str(self.f_tls_dir() / 'ca.crt')) if state.get('tls') else None
+        return {'key': self.front_door_keys()[0][key], 'context': context}
 
     def g_workers(self):
         """url -> is_healthy as the router lists them ({} when it does not answer)."""
+        status, text = http_request(self.g_router() + '/workers', method='GET',
+                                    **self.g_auth('sglang_router_control_plane_api_key'))
         try:
-            with urllib.request.urlopen(self.g_router() + '/workers', timeout=5) as resp:
-                return {w['url']: w['is_healthy'] for w in json.loads(resp.read().decode())['workers']}
-        except (OSError, ValueError, KeyError):
+            return {w['url']: w['is_healthy'] for w in json.loads(text)['workers']} if status == 200 else {}
+        except (ValueError, KeyError, TypeError):
             return {}
 
     def g_wait_both_healthy(self, timeout):
         """Seconds until the router lists both servers healthy, or None."""
         want = dict.fromkeys(self.g_urls().values(), True)
-        start = time.monotonic()
-        while time.monotonic() - start < timeout:
-            if self.g_workers() == want:
-                return round(time.monotonic() - start, 1)
-            time.sleep(0.2)
-        return None
+        return wait_until(lambda: self.g_workers() == want, timeout, 0.2)
 
     def g_playbook(self, step, name, extra, tag='', limit=None, timeout=None):
+        """A playbook on inventory-g.yml; in phase fd with its keys (and TLS variables) as 0600 ``-e @file``."""
         return self.playbook(step, REPO / 'playbooks' / name, extra=extra, tag=tag, limit=limit,
-                             inventory='inventory-g.yml', timeout=timeout or STEP_TIMEOUT[step.name])
+                             inventory='inventory-g.yml', timeout=timeout or STEP_TIMEOUT[step.name],
+                             vars_files=self.front_door().get('vars_files', ()))
 
     def g_keep_logs(self, step):
         for host, name in G_SERVERS.items():
@@ -1025,17 +1074,21 @@ class Proof:
                 found.setdefault(host.strip('"\''), (float(seconds), source, int(reads)))
         return found
 
-    def g_rollout(self, step, extra, limit=None):
-        """deploy.yml under 8 streaming clients through the router: (run, row of figures)."""
+    def g_rollout(self, step, extra, limit=None, settle=None):
+        """deploy.yml under 8 streaming clients through the router: (run, row of figures). ``settle``: a predicate
+        waited for (at most 60 s) under the load after the playbook, e.g. a renewed certificate served."""
         pause = G_LOAD['pause_simulate'] if self.simulate else G_LOAD['pause_device']
-        with ClientLoad(self.g_router(), 'tiny-llama', G_LOAD['clients'], pause) as load:
+        with ClientLoad(self.g_router(), 'tiny-llama', G_LOAD['clients'], pause, **self.g_auth()) as load:
             warm = load.wait_sent(G_LOAD['warm_requests'], 60)
             begin = time.monotonic()
             run = self.g_playbook(step, 'deploy.yml', extra, limit=limit)
             end = time.monotonic()
+            settled = wait_until(settle, 60) if settle else None
             after = load.wait_sent(load.sent + G_LOAD['after_requests'], 60)
         row = load.row(begin, end)
         row['rollout_s'] = round(end - begin, 1)
+        if settle:
+            row['settled_after_s'] = settled
         drains = self.g_drains(run)
         row['drain_s'] = ', '.join('%s %.2f (%s, %d reads)' % (h, *drains[h]) for h in sorted(drains)) or 'none'
         step.figures.update(row)
@@ -1063,7 +1116,7 @@ class Proof:
         # Straight to each server first: the attempt of 2026-12-04 saw both servers stop answering at
         # the router's first streams, so a hang is told apart from the router (and diagnosed) here.
         for host, url in self.g_urls().items():
-            with ClientLoad(url, 'tiny-llama', 2, 0.0, limit=4, timeout=30) as probe:
+            with ClientLoad(url, 'tiny-llama', 2, 0.0, limit=4, timeout=30, **self.g_auth()) as probe:
                 probe.wait_sent(4, 45)
             if not step.check('%s: 4 streams straight to the server completed' % host,
                               probe.sent == 4 and probe.failed == 0 and probe.truncated == 0,
@@ -1084,7 +1137,7 @@ class Proof:
         healthy = self.g_wait_both_healthy(60)
         step.figures['both_healthy_after_s'] = healthy
         step.check('the router lists both servers healthy', healthy is not None, self.g_workers())
-        with ClientLoad(self.g_router(), 'tiny-llama', 2, 0.0, limit=8) as probe:
+        with ClientLoad(self.g_router(), 'tiny-llama', 2, 0.0, limit=8, **self.g_auth()) as probe:
             probe.wait_sent(8, 60)
         if not step.check('8 streams through the router completed', probe.sent == 8 and probe.failed == 0 and probe.truncated == 0,
                           'sent %d, failed %d, truncated %d' % (probe.sent, probe.failed, probe.truncated)):
@@ -1302,6 +1355,297 @@ class Proof:
         step.check('pidfiles removed', not any(path.exists() for path in self.g_pidfiles().values()),
                    [str(p) for p in self.g_pidfiles().values() if p.exists()])
         self.g_keep_logs(step)
+        if not left and self.front_door():
+            self.memo(front_door={})  # phase fd over: the next phase g runs without keys and TLS
+
+    # ---------------------------------------------------------------- phase fd: the front door (issue 51)
+    def front_door(self):
+        """Phase fd's state across its calls (memo): ``{vars_files, tls}`` while its servers run, else {}."""
+        return self.memo().get('front_door') or {}
+
+    def front_door_keys(self):
+        """The inference, admin and control-plane keys and their 0600 vars file."""
+        return self.secret_vars('front-door-keys.yml', F_KEYS)
+
+    def f_tls_dir(self):
+        return self.work / 'tls'
+
+    def f_tls_vars(self):
+        """README "TLS on the wire" as a vars file: each host's certificate of the fleet CA, --enable-ssl-refresh, the
+        router's own listener and its client certificate towards the servers (mTLS)."""
+        own = str(self.f_tls_dir() / '{{ inventory_hostname }}')
+        settings = {'llmops_tls_ca_cert': str(self.f_tls_dir() / 'ca.crt'), 'sglang_server_tls_refresh': True,
+                    # The drain's idle gate reads the CA the server role installed; the role's default names the one
+                    # of a server "main" in /etc/llmops, and this host's are g1 and g2 in the proof's folder (without
+                    # it the gate cannot verify the server and fails after its timeout: seen in the dry run). The
+                    # router host (no server name) validates the variable too.
+                    'sglang_router_worker_ca_path':
+                        "{{ sglang_server_config_dir }}/sglang-{{ sglang_server_name | default('main') }}.ca.crt"}
+        for prefix in ('sglang_server_tls', 'sglang_router_tls', 'sglang_router_client'):
+            settings.update({prefix + '_cert': own + '.crt', prefix + '_key': own + '.key'})
+        path = self.work / 'front-door-tls.yml'
+        path.write_text(json.dumps(settings, indent=1) + '\n')
+        return path
+
+    def f_certificates(self, step, tag):
+        """playbooks/tls.yml: the fleet CA and a certificate per host (what is missing is made)."""
+        run = self.g_playbook(step, 'tls.yml', {'llmops_tls_dir': str(self.f_tls_dir())}, tag=tag, timeout=120)
+        step.check('tls.yml (%s) succeeded' % tag, run.rc == 0, 'rc %s; %s' % (run.rc, failure_messages(run)))
+        keys = sorted(self.f_tls_dir().glob('*.key'))
+        modes = [(path.name, oct(path.stat().st_mode & 0o777)) for path in keys]
+        step.check('the CA and host keys written, mode 0600', keys and all(m == '0o600' for dummy, m in modes), modes)
+
+    def step_f_keys(self, step):
+        """Phase g's start (both servers together, then router.yml) with the three keys and TLS from the first start,
+        so that one start serves the TLS steps too; then what each key may do, and where the keys are."""
+        keys, keys_file = self.front_door_keys()
+        self.f_certificates(step, 'tls')
+        self.memo(front_door={'vars_files': [str(keys_file), str(self.f_tls_vars())], 'tls': True})
+        self.step_g_start(step)
+        if not step.checks or not all(c['ok'] for c in step.checks):
+            return
+        self.f_check_wire(step)
+        self.f_check_keys(step, keys)
+        self.f_check_key_places(step, keys)
+        self.g_keep_logs(step)
+
+    def f_check_wire(self, step):
+        """The router's listener is TLS only and verified with the fleet CA; the launch files carry the TLS flags."""
+        router = self.g_router()
+        status, text = http_request(router.replace('https:', 'http:') + '/readiness', method='GET')
+        step.check("the router's listener is TLS only (plain HTTP gets no answer)", status is None, '%s %s' % (status, text[:160]))
+        status, text = http_request(router + '/readiness', method='GET', context=ssl.create_default_context())
+        step.check('a client without the fleet CA refuses the router', status is None and 'CERTIFICATE_VERIFY_FAILED' in text,
+                   '%s %s' % (status, text[:160]))
+        script = self.work / 'etc' / 'sglang-router-main.sh'
+        argv = script.read_text() if script.exists() else ''
+        flags = ['--tls-cert-path', '--tls-key-path', '--ca-cert-paths', '--client-cert-path', '--client-key-path']
+        step.check('the router verifies the servers with the CA and presents its client certificate (%s)' % ' '.join(flags),
+                   all(flag in argv.split() for flag in flags), [flag for flag in flags if flag not in argv.split()])
+        for host, pid in self.g_pids().items():
+            if host in G_SERVERS:
+                argv = process_argv(pid)
+                flags = ['--ssl-certfile', '--ssl-keyfile', '--ssl-ca-certs', '--enable-ssl-refresh']
+                step.check('%s runs with %s' % (host, ' '.join(flags)), all(flag in argv for flag in flags),
+                           [flag for flag in flags if flag not in argv])
+        step.notes.append('mTLS: the router presents its client certificate; SGLang 0.5.15.post1 has no flag that makes '
+                          'a server require one (README "TLS on the wire"), so the servers do not check it')
+
+    def f_check_keys(self, step, keys):
+        """Status codes of each key on the servers' admin endpoints, their inference and the router's /workers."""
+        inference, admin, control = (keys[name] for name in F_KEYS)
+        context = self.g_auth()['context']
+        body = {'model': 'tiny-llama', 'prompt': 'hello', 'max_tokens': 4}
+        codes, wrong = [], []
+        for host, url in self.g_urls().items():
+            for route in F_ADMIN_ROUTES:
+                got = [http_request(url + route, key=key, raw=b'{', context=context)[0] for key in (inference, None)]
+                codes.append('%s %s: inference key %s, no key %s' % (host, route, got[0], got[1]))
+                # The simulator routes few of these: a 404 there is a route it does not play (device: 401).
+                wrong += ['%s %s %s' % (host, route, code) for code in got
+                          if code not in (401, 403) and not (self.simulate and code == 404)]
+            asked = [('/flush_cache', {}, 'admin'), ('/weights_checker', {'action': 'checksum'}, 'admin'),
+                     ('/pause_generation', {}, 'admin'), ('/continue_generation', {}, 'admin'),
+                     ('/v1/completions', body, 'inference'), ('/v1/completions', body, 'admin'),
+                     ('/v1/completions', body, None)]
+            for route, payload, who in asked:
+                code = http_request(url + route, key={'admin': admin, 'inference': inference}.get(who), body=payload,
+                                    context=context, timeout=60)[0]
+                codes.append('%s %s: %s %s' % (host, route, '%s key' % who if who else 'no key', code))
+            self.f_expect(step, codes, host, {
+                '/flush_cache: admin key': 200, '/weights_checker: admin key': 200, '/pause_generation: admin key': 200,
+                '/continue_generation: admin key': 200, '/v1/completions: inference key': 200,
+                '/v1/completions: admin key': 401, '/v1/completions: no key': 401})
+        step.check('every admin endpoint refuses the inference key and no key (401/403)', not wrong, wrong)
+        router = self.g_router()
+        for route, payload, key, label in (('/v1/completions', body, inference, 'inference key'),
+                                           ('/v1/completions', body, control, 'control-plane key'),
+                                           ('/v1/completions', body, None, 'no key'),
+                                           ('/workers', None, inference, 'inference key'),
+                                           ('/workers', None, control, 'control-plane key'),
+                                           ('/workers', None, None, 'no key'),
+                                           ('/workers', {'url': 'http://10.255.0.1:30000'}, inference, 'inference key, add')):
+            code = http_request(router + route, key=key, body=payload, method='POST' if payload else 'GET',
+                                context=context, timeout=60)[0]
+            codes.append('router %s: %s %s' % (route, label, code))
+        self.f_expect(step, codes, 'router', {
+            '/v1/completions: inference key': 200, '/v1/completions: control-plane key': 401, '/v1/completions: no key': 401,
+            '/workers: inference key': 401, '/workers: control-plane key': 200, '/workers: no key': 401,
+            '/workers: inference key, add': 401})
+        step.figures['status_codes'] = codes
+        if self.simulate:
+            step.notes.append('SIMULATED: the simulator answers 404 on the admin routes it does not play')
+
+    @staticmethod
+    def f_expect(step, codes, who, want):
+        """Checks ``who``'s status codes (lines ``who route: key code`` of ``codes``) against ``want``."""
+        got = {line.split(' ', 1)[1].rsplit(' ', 1)[0]: line.rsplit(' ', 1)[1] for line in codes if line.startswith(who + ' ')}
+        step.check('%s: %s' % (who, ', '.join('%s %s' % item for item in want.items())),
+                   all(got.get(k) == str(v) for k, v in want.items()),
+                   {k: got.get(k) for k, v in want.items() if got.get(k) != str(v)})
+
+    def f_check_key_places(self, step, keys):
+        """No key in a /proc/PID/cmdline or environ, a log or the bundle; every file that holds one is its owner's."""
+        held = {name: process_holding(key.encode()) for name, key in keys.items()}
+        step.check('no key of the three in any /proc/PID/cmdline or environ (servers, router, every process)',
+                   not any(held.values()), held)
+        holders = []
+        for top in sorted(self.work.iterdir()):
+            if top.name in F_SCAN_SKIP:
+                continue
+            for path in sorted(top.rglob('*')) if top.is_dir() else [top]:
+                if path.is_file() and not path.is_symlink() and path.stat().st_size < 64 << 20:
+                    data = path.read_bytes()
+                    names = [name for name, key in keys.items() if key.encode() in data]
+                    if names:
+                        holders.append((str(path.relative_to(self.work)), oct(path.stat().st_mode & 0o777), names))
+        step.figures['files_holding_a_key'] = ['%s %s %s' % (p, m, ' '.join(n)) for p, m, n in holders]
+        logs = [h for h in holders if h[0].endswith(('.log', '.jsonl')) or h[0].startswith(('log/', 'results/'))]
+        step.check('no key in any log (servers, router, playbook output, task results)', not logs, logs)
+        readable = [h for h in holders if int(h[1], 8) & 0o077]
+        step.check('every file holding a key is readable by its owner only (0600)', not readable, readable)
+
+    def step_f_tls(self, step):
+        """Phase g's drained rolling deploy (depth 5 -> 3, one host per batch) under the streaming clients, over TLS:
+        clients to the router on HTTPS, the router to the servers on HTTPS (verified, with its client certificate)."""
+        step.check('the servers and the router serve HTTPS (f_keys passed in this machine hold)',
+                   self.front_door().get('tls') is True, self.front_door())
+        self.step_g_drain(step)
+
+    def step_f_rotate(self, step):
+        """New certificates for both servers (playbooks/tls.yml after the old ones are moved away), written by deploy.yml
+        under the streaming clients: served without a restart (--enable-ssl-refresh)."""
+        if not self.g_running(step):
+            return
+        before, context = self.g_pids(), self.g_auth()['context']
+        served = {host: served_certificate(url, context) for host, url in self.g_urls().items()}
+        for host in G_SERVERS:
+            cert = self.f_tls_dir() / ('%s.crt' % host)
+            if cert.exists():
+                cert.replace(cert.with_suffix('.crt.old'))
+        self.f_certificates(step, 'renew')
+        now = {}
+
+        def renewed():
+            now.update({host: served_certificate(url, context) for host, url in self.g_urls().items()})
+            return all(now[host] not in (None, served[host]) for host in G_SERVERS)
+
+        run, row, drains = self.g_rollout(step, {'sglang_server_speculative_depth': 3, 'llmops_serial': 1}, settle=renewed)
+        after = self.g_pids()
+        step.figures['certificates'] = ['%s: %s -> %s' % (host, served[host], now.get(host)) for host in G_SERVERS]
+        step.check('deploy.yml (the renewed certificates, depth 3, serial 1) succeeded', run.rc == 0,
+                   'rc %s; %s' % (run.rc, failure_messages(run)))
+        step.check('each server serves its renewed certificate', row.get('settled_after_s') is not None, step.figures['certificates'])
+        step.check('no server nor the router restarted (same PIDs)', after == before, '%s -> %s' % (before, after))
+        step.check('no drain (nothing restarted)', not drains, drains)
+        step.check('no request failed', row['failed'] == 0, row['failed'])
+        step.check('no stream truncated', row['truncated'] == 0, row['truncated'])
+        step.check('the router lists both servers healthy afterwards', self.g_wait_both_healthy(30) is not None, self.g_workers())
+
+    def step_f_bench(self, step):
+        """The benchmark (llm_benchmark's client, module_utils/_benchmark.py, as tests/perf/tls_cost.py) through the
+        router on TLS, then the same after deploy.yml and router.yml without the TLS variables."""
+        if not self.g_running(step):
+            return
+        measured = {'tls': self.f_measure(step, 'tls')}
+        state = self.front_door()
+        self.memo(front_door=dict(state, tls=False, vars_files=state['vars_files'][:1]))
+        run = self.g_playbook(step, 'deploy.yml', {'sglang_server_speculative_depth': 3, 'llmops_serial': 2,
+                                                   'sglang_router_group': 'none_such'}, tag='plain')
+        step.check('deploy.yml without the TLS variables (both servers, serial 2) succeeded', run.rc == 0,
+                   'rc %s; %s' % (run.rc, failure_messages(run)))
+        self.g_check_serving(step, run, 3)
+        router = self.g_playbook(step, 'router.yml', {}, tag='router-plain')
+        step.check('router.yml without TLS succeeded', router.rc == 0, 'rc %s; %s' % (router.rc, failure_messages(router)))
+        step.check('the router lists both servers (http://) healthy', self.g_wait_both_healthy(60) is not None, self.g_workers())
+        if all(c['ok'] for c in step.checks):
+            measured['plain'] = self.f_measure(step, 'plain')
+        if all(measured.get(label) for label in ('tls', 'plain')):
+            tls, plain = measured['tls'], measured['plain']
+            step.figures['tls_over_plain_output_tok_s'] = round(tls['output_throughput'] / plain['output_throughput'], 3)
+            step.figures['tls_over_plain_ttft_p50'] = round(tls['ttft_ms']['p50'] / plain['ttft_ms']['p50'], 3)
+        step.notes.append('TLS measured first, plain after the restart (one restart between them, not alternated); '
+                          '%(prompts)d prompts of %(input_len)d words, %(output_len)d tokens out, concurrency '
+                          '%(concurrency)d, %(rounds)d rounds each' % F_BENCH)
+        if self.simulate:
+            step.notes.append('SIMULATED: the simulator answers in milliseconds, so TLS weighs far more than on a GPU')
+        self.g_keep_logs(step)
+
+    def f_measure(self, step, label):
+        """One benchmark through the router (the inference key; the CA while it serves HTTPS): the combined run."""
+        _benchmark = self.module_utils('_benchmark')
+        ca = str(self.f_tls_dir() / 'ca.crt') if self.front_door().get('tls') else None
+        client = _benchmark.Client(self.g_router(), api_key=self.g_auth()['key'], timeout=60, http_library='http.client',
+                                   ca_path=ca)
+        prompts = _benchmark.synthetic_prompts(F_BENCH['prompts'], F_BENCH['input_len'], F_BENCH['output_len'], 1)
+        try:
+            run = _benchmark.benchmark(client, 'completions', prompts, [F_BENCH['concurrency']], model='tiny-llama',
+                                       warmup_requests=F_BENCH['concurrency'], rounds=F_BENCH['rounds'])['runs'][0]
+        except _benchmark.BenchmarkError as exc:
+            step.check('%s: the benchmark ran' % label, False, exc)
+            return None
+        (step.folder / ('bench-%s.json' % label)).write_text(json.dumps(run, indent=1, default=str))
+        step.check('%s: every request completed' % label, run['failed'] == 0 and not run.get('truncated'), run.get('errors'))
+        step.figures['%s_output_tok_s' % label] = round(run['output_throughput'] or 0, 1)
+        step.figures['%s_ttft_p50_ms' % label] = round(run['ttft_ms']['p50'], 2)
+        return run
+
+    def module_utils(self, name):
+        """A module_utils module of the collection (this checkout, through the proof's collections link)."""
+        if str(self.work / 'collections') not in sys.path:
+            sys.path.insert(0, str(self.work / 'collections'))
+        return importlib.import_module('ansible_collections.llmops.serving.plugins.module_utils.' + name)
+
+    def f_checksums(self):
+        """host -> the engine checksum of /weights_checker (the admin key; as the collection's attestation reads it:
+        module_utils/_weights.py), or what answered instead."""
+        keys, sums, weights = self.front_door_keys()[0], {}, self.module_utils('_weights')
+        for host, url in self.g_urls().items():
+            status, text = http_request(url + '/weights_checker', key=keys['sglang_server_admin_api_key'],
+                                        body={'action': 'checksum'}, context=self.g_auth()['context'], timeout=120)
+            try:
+                sums[host] = (weights.engine_checksum(json.loads(text)) if status == 200 else None) or 'HTTP %s' % status
+            except (ValueError, TypeError, AttributeError):
+                sums[host] = 'HTTP %s: %s' % (status, text[:100])
+        return sums
+
+    def step_f_attest(self, step):
+        """Both replicas report one checksum; srv2 redeployed on a copy of the target with one tensor changed is named
+        the outlier by the deploy's attestation and fails its host; srv1 untouched."""
+        if not self.g_running(step):
+            return
+        sums = self.f_checksums()
+        step.figures['checksums'] = ['%s: %s' % item for item in sums.items()]
+        step.check('both replicas report the same checksum of the weights they loaded',
+                   len(set(sums.values())) == 1 and not str(sums['srv1']).startswith('HTTP'), sums)
+        modified = self.models / 'target-modified'
+        if modified.exists():
+            shutil.rmtree(modified)
+        shutil.copytree(self.models / 'target', modified)
+        changed = change_one_tensor(sorted(modified.glob('*.safetensors'))[0])
+        step.figures['modified_tensor'] = '%s (%s): last element %s -> %s' % changed
+        before = self.g_pids()
+        # No rollback (on by default): it would start srv2 once more on the device (about 80 s) to show what phases e
+        # and g showed; the failed srv2 keeps serving the modified weights, out of the router, and its checksum shows it.
+        run = self.g_playbook(step, 'deploy.yml', {'sglang_server_model_path': str(modified), 'llmops_serial': 1,
+                                                   'sglang_server_speculative_depth': 3, 'llmops_rollback': False,
+                                                   'sglang_server_weights_attestation': True}, tag='modified', limit='srv2')
+        after, message = self.g_pids(), failure_messages(run)
+        attest = [e for e in run.events if e['action'].endswith('sglang_weights_checksum') and e['outcome'] != 'skipped']
+        step.figures['attestation'] = ['%s %s: %s' % (e['host'], e['outcome'], str(e['result'].get('msg'))[:300]) for e in attest]
+        step.check('deploy.yml --limit srv2 on the modified weights failed the host', run.rc != 0 and attest
+                   and attest[-1]['outcome'] == 'failed', 'rc %s; %s' % (run.rc, step.figures['attestation']))
+        step.check('the failure names srv2 as the outlier against srv1',
+                   re.search(r'srv2 loaded weights whose checksum \w+ differs from \w+ of srv1', message) is not None,
+                   message[-600:])
+        step.check('srv1 untouched (same PID)', after['srv1'] == before['srv1'], '%s -> %s' % (before['srv1'], after['srv1']))
+        state = (run.fact('sglang_server_result') or {}).get('state')
+        sums = self.f_checksums()
+        step.figures.update(srv2_state=state, srv2_pid='%s -> %s' % (before['srv2'], after['srv2']),
+                            checksums_after=['%s: %s' % item for item in sums.items()])
+        step.check("srv2 (failed, not rolled back) reports another checksum than srv1's",
+                   state != 'rolled_back' and sums['srv2'] != sums['srv1'] and not str(sums['srv2']).startswith('HTTP'), sums)
+        self.g_keep_logs(step)
 
     # ---------------------------------------------------------------- phase p: prefill/decode disaggregation
     def p_pidfiles(self, hosts=P_SERVERS, routers=('main',)):
@@ -1336,12 +1680,7 @@ class Proof:
 
     def p_wait_all_healthy(self, timeout, router='PD_ROUTER', hosts=P_SERVERS):
         want = self.p_expected(hosts)
-        start = time.monotonic()
-        while time.monotonic() - start < timeout:
-            if self.p_workers(router) == want:
-                return round(time.monotonic() - start, 1)
-            time.sleep(0.2)
-        return None
+        return wait_until(lambda: self.p_workers(router) == want, timeout, 0.2)
 
     def p_playbook(self, step, name, extra, tag='', limit=None, timeout=None):
         return self.playbook(step, REPO / 'playbooks' / name, extra=extra, tag=tag, limit=limit,
@@ -2124,11 +2463,15 @@ class ClientLoad:
     answering, see step g_sampled) through ``url`` until stopped (or
     ``limit`` requests were sent), each waiting ``pause`` s after each request; counts requests,
     failed (HTTP or connection error, timeout) and truncated (no ``[DONE]``) and keeps
-    ``{start, ttft, seconds, outcome}`` per request (times relative to the load's start)."""
+    ``{start, ttft, seconds, outcome}`` per request (times relative to the load's start). ``key``: the
+    inference key (``Authorization: Bearer``), ``context``: the ssl context of an https ``url`` (phase fd)."""
 
-    def __init__(self, url, model, clients=8, pause=0.0, limit=None, timeout=60, temperature=0.0):
+    def __init__(self, url, model, clients=8, pause=0.0, limit=None, timeout=60, temperature=0.0, key=None, context=None):
         self.url, self.model, self.pause, self.limit, self.timeout = url, model, pause, limit, timeout
-        self.temperature = temperature
+        self.temperature, self.context = temperature, context
+        self.headers = {'Content-Type': 'application/json'}
+        if key:
+            self.headers['Authorization'] = 'Bearer ' + key
         self.stop, self.lock = threading.Event(), threading.Lock()
         self.sent = self.failed = self.truncated = self.started = 0
         self.samples, self.origin = [], time.monotonic()
@@ -2142,11 +2485,10 @@ class ClientLoad:
                 if self.limit is not None and self.started >= self.limit:
                     return
                 self.started += 1
-            req = urllib.request.Request(self.url + '/v1/completions', data=body,
-                                         headers={'Content-Type': 'application/json'})
+            req = urllib.request.Request(self.url + '/v1/completions', data=body, headers=self.headers)
             start, ttft, outcome = time.monotonic(), None, 'truncated'
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as resp:
                     for line in resp:
                         if ttft is None and line.startswith(b'data:'):
                             ttft = time.monotonic() - start
@@ -2189,6 +2531,69 @@ class ClientLoad:
         self.stop.set()
         for thread in self.threads:
             thread.join(90)
+
+
+def wait_until(predicate, timeout, step=0.5):
+    """Seconds until predicate() is true, or None after ``timeout``."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if predicate():
+            return round(time.monotonic() - start, 1)
+        time.sleep(step)
+    return None
+
+
+def http_request(url, key=None, body=None, method='POST', context=None, timeout=10, raw=None):
+    """``(status, text)`` of one request (``raw``: the body as bytes, else ``body`` as JSON); an HTTP error is an
+    answer, no answer (refused, TLS handshake failed, timeout) is ``(None, why)``."""
+    headers = {'Content-Type': 'application/json'}
+    if key:
+        headers['Authorization'] = 'Bearer ' + key
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
+            return resp.status, resp.read().decode(errors='replace')
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors='replace')
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        return None, '%s: %s' % (type(exc).__name__, exc)
+
+
+def served_certificate(url, context):
+    """The first 16 hex digits of the SHA-256 of the certificate an https URL serves (verified with ``context``),
+    or None without a handshake."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=5) as sock:
+            with context.wrap_socket(sock, server_hostname=parts.hostname) as tls:
+                return hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()[:16]
+    except (OSError, ssl.SSLError):
+        return None
+
+
+def change_one_tensor(path):
+    """Changes one tensor of a safetensors file in place: the last element of the first layer's MLP down projection
+    (the tiny target's carrier and signal are dimensions 0 and 1; its final norm is zero, so greedy decoding is
+    unchanged): its sign flipped, or 1/128 where it is 0. ``(name, dtype, bytes before, bytes after)``."""
+    width = {'BF16': 2, 'F16': 2, 'F32': 4}
+    one_128 = {'BF16': b'\x00\x3c', 'F16': b'\x00\x20', 'F32': b'\x00\x00\x00\x3c'}
+    with path.open('r+b') as handle:
+        size = struct.unpack('<Q', handle.read(8))[0]
+        header = json.loads(handle.read(size))
+        names = sorted(n for n, v in header.items() if n != '__metadata__' and v.get('dtype') in width)
+        name = next((n for n in names if n.endswith('layers.0.mlp.down_proj.weight')), names[0])
+        dtype, (begin, end) = header[name]['dtype'], header[name]['data_offsets']
+        at = 8 + size + end - width[dtype]
+        handle.seek(at)
+        before = handle.read(width[dtype])
+        if before.strip(b'\x00\x80'):
+            after = before[:-1] + bytes([before[-1] ^ 0x80])
+        else:
+            after = one_128[dtype]
+        handle.seek(at)
+        handle.write(after)
+    return name, dtype, before.hex(), after.hex()
 
 
 def percentile(values, q):
@@ -2382,7 +2787,7 @@ def main(argv=None):
     parser.add_argument('--simulate', action='store_true', help='SGLang simulator and nvidia-smi stand-in')
     parser.add_argument('what', nargs='*', default=['all'],
                         help='phases a, b, c, d (SGLang 0.5.11 installed), e, f, g (device: g1, g2, g3), h (device: h1, h2, h3), '
-                             'i (device: i1, i2, i3), p (device: p1, p2, p3), '
+                             'i (device: i1, i2, i3), p (device: p1, p2, p3), fd (device: fd1, fd2), '
                              'all (a, b, c; '
                              'default) or step names: %s' % ', '.join(STEP_TIMEOUT))
     args = parser.parse_args(argv)
@@ -2412,7 +2817,7 @@ def main(argv=None):
             outcomes.append(proof.run_step(name).outcome)
         # Phase g's servers and router (phase h's server) stay up for the next call (g1 -> g2 -> g3, h1 -> h2
         # -> h3, or a skipped step named alone) when this call ran a g (h) step, not the stop, and nothing failed.
-        proof.keep_running = (any(n.startswith(('g_', 'h_', 'i_', 'p_')) for n in steps)
+        proof.keep_running = (any(n.startswith(('g_', 'h_', 'i_', 'p_', 'f_')) for n in steps)
                               and not {'g_stop', 'stop', 'p_stop', 'p_cstop'} & set(steps)
                               and bool(outcomes) and all(o in ('PASS', 'SKIP') for o in outcomes))
     except KeyboardInterrupt as exc:

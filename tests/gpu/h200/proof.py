@@ -1374,13 +1374,7 @@ class Proof:
         """README "TLS on the wire" as a vars file: each host's certificate of the fleet CA, --enable-ssl-refresh, the
         router's own listener and its client certificate towards the servers (mTLS)."""
         own = str(self.f_tls_dir() / '{{ inventory_hostname }}')
-        settings = {'llmops_tls_ca_cert': str(self.f_tls_dir() / 'ca.crt'), 'sglang_server_tls_refresh': True,
-                    # The drain's idle gate reads the CA the server role installed; the role's default names the one
-                    # of a server "main" in /etc/llmops, and this host's are g1 and g2 in the proof's folder (without
-                    # it the gate cannot verify the server and fails after its timeout: seen in the dry run). The
-                    # router host (no server name) validates the variable too.
-                    'sglang_router_worker_ca_path':
-                        "{{ sglang_server_config_dir }}/sglang-{{ sglang_server_name | default('main') }}.ca.crt"}
+        settings = {'llmops_tls_ca_cert': str(self.f_tls_dir() / 'ca.crt'), 'sglang_server_tls_refresh': True}
         for prefix in ('sglang_server_tls', 'sglang_router_tls', 'sglang_router_client'):
             settings.update({prefix + '_cert': own + '.crt', prefix + '_key': own + '.key'})
         path = self.work / 'front-door-tls.yml'

@@ -25,8 +25,8 @@ description:
   - O(state=present) adds the server when the router does not list it, removes and adds afresh an entry whose circuit
     breaker is open or half-open (a new entry starts closed and gets traffic at once), then waits until the router
     reports it healthy. An entry of the server under the other scheme (C(http://host:port) where O(worker) is
-    C(https://host:port), a server moving to TLS, or the other way round) is its entry: O(state=absent) removes it,
-    O(state=present) replaces it by O(worker). A prefill or decode server (O(worker_type)) is added with its
+    C(https://host:port), a server moving to TLS, or the other way round) is its entry, which O(state=absent) removes
+    and O(state=present) replaces by O(worker). A prefill or decode server (O(worker_type)) is added with its
     C(worker_type) and, for a prefill, its C(bootstrap_port) (C(POST /workers)); an entry of another type or bootstrap
     port is added afresh.
   - O(state=status) changes nothing and never fails; it reads the router's C(/readiness), C(/workers) and C(/metrics)
@@ -35,7 +35,7 @@ description:
     runs and queues no request, at most O(timeout) seconds, reading a live source as M(llmops.serving.wait_for_llm_idle)
     does, and judges the wait (RV(msg)); a server still busy then fails where O(fail_on_timeout), else is stopped
     anyway with a warning. A server whose O(worker) URL fails the TLS handshake (or, over HTTP, is cut off) but
-    answers under the other scheme is moving to or from TLS in this rollout: its wait uses the URL it serves now.
+    answers under the other scheme is moving to or from TLS in this rollout, and its wait uses the URL it serves now.
     Skipped in check mode. A prefill (O(worker_type=prefill)) is idle once its running, queued,
     bootstrap and inflight requests are 0, a decode once its running, queued, prealloc and transfer requests are 0 (the
     gauges of C(/metrics), read right after a C(/health) probe, since C(/get_load) does not count the PD queues).
@@ -99,7 +99,7 @@ options:
       - The router's control-plane key (C(sglang_router_control_plane_api_key)); where set, it is the key sent to the
         router's worker API (C(/workers)) instead of O(api_key), which then serves inference only.
       - A router that refuses it (HTTP 401 or 403) and takes O(api_key) on C(/workers) runs without a control-plane key
-        yet (an upgrade to split keys before C(playbooks/router.yml) gives it one): the module then manages its workers
+        yet (an upgrade to split keys before C(playbooks/router.yml) gives it one), and the module then manages its workers
         with O(api_key) and warns.
     type: str
     version_added: 1.1.0

@@ -389,6 +389,43 @@ def process_state(state, restart, changes):
     return 'restarted' if state == 'restarted' or restart or any(changes) else 'started'
 
 
+def launch_without_workers(text):
+    """A router's launch script or unit with the workers left out of its ``exec`` or ``ExecStart=`` line
+    (``--worker-urls URL...``, ``--prefill URL PORT``, ``--decode URL``): two launch files that differ in their workers
+    alone read the same here. None where the line does not parse."""
+    lines = []
+    for line in (text or '').splitlines():
+        stripped = line.strip()
+        if not (stripped.startswith('exec ') or stripped.startswith('ExecStart=')):
+            lines.append(line)
+            continue
+        prefix = 'ExecStart=' if stripped.startswith('ExecStart=') else 'exec '
+        try:
+            argv = shlex.split(stripped[len(prefix):])
+        except ValueError:
+            return None
+        kept, skip, urls = [], 0, False
+        for arg in argv:
+            if skip:
+                skip -= 1
+            elif urls and not arg.startswith('--'):
+                continue
+            elif arg == '--worker-urls':
+                urls = True
+            elif arg in ('--prefill', '--decode'):
+                skip, urls = (2 if arg == '--prefill' else 1), False
+            else:
+                urls = False
+                kept.append(arg)
+        lines.append(prefix + ' '.join(kept))
+    return '\n'.join(lines)
+
+
+def lists_every_worker(listed, workers):
+    """Whether the router's entries ``listed`` (its ``/workers``) have every URL of ``workers``, healthy."""
+    return all(healthy(listed, url) for url in worker_url_map(workers).values())
+
+
 def launch_endpoints(text):
     """``{host, port, prometheus_host, prometheus_port, ca_path, tls}`` from a router's launch script or unit (the
     ``exec`` or ``ExecStart=`` line), only those it sets (``tls`` true where its listener has a certificate); {} where

@@ -8,8 +8,9 @@ no control-plane key), the router already verifying with the CA (router.yml, ste
 first test moves it under streaming load, as README "Keys with one job each" and "TLS on the wire" tell an operator:
 a rolling deploy.yml gives the servers their certificates and admin key (each drained under its http:// entry, which the
 router takes the inference key for since it has no control-plane key yet, restarted on HTTPS, registered as https://:
-0 failed, 0 truncated), then router.yml gives the router its control-plane key and the https:// worker list (it
-restarts: the gap clients see is printed, not hidden). The other tests run on that end state.
+0 failed, 0 truncated); router.yml then writes the https:// workers into the router's launch file without a restart
+(the running router lists them already), and router.yml with the control-plane key restarts it (the gap clients see
+is printed, not hidden). The other tests run on that end state.
 
 Shows: the router lists both workers as https:// and healthy and serves completions over HTTPS; the keys are 0600
 and in no output; the fleet preflight refuses a certificate without its key naming the host, before anything
@@ -148,8 +149,9 @@ def tls_fleet(tls_bed, run_playbook):
 
 def test_rolling_deploy_under_load_over_tls_loses_nothing(tls_bed, run_playbook):
     """Servers on plain HTTP with the inference key only, behind the router on TLS with the CA: the rolling deploy that
-    gives them certificates and the admin key loses no request under streaming load through the router; router.yml
-    then gives the router its control-plane key and restarts it (the gap is printed). End state: every worker https://
+    gives them certificates and the admin key loses no request under streaming load through the router, nor does
+    router.yml writing their https:// URLs into the router's launch file (no restart); router.yml then gives the router
+    its control-plane key and restarts it (the gap is printed). End state: every worker https://
     and healthy, the inference key refused on /workers and on the servers' admin endpoints."""
     fleet, inventory, router, tls_dir, context = tls_bed
     assert 'upgraded' not in _STATE, 'runs first, on the bed before its upgrade'
@@ -162,18 +164,24 @@ def test_rolling_deploy_under_load_over_tls_loses_nothing(tls_bed, run_playbook)
         rolled = run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=900,
                               extra_vars=tls_vars(tls_dir, sglang_server_speculative_depth=10, llmops_serial=1))
         took = time.monotonic() - started
+        # router.yml with the servers' https:// URLs and still no control-plane key: its launch file changes in its
+        # workers alone, which the running router already lists (the register added them): it keeps running.
+        listed = run_playbook('playbooks/router.yml', inventory=inventory, expect_rc=0, timeout=600,
+                              extra_vars=tls_vars(tls_dir, sglang_router_control_plane_api_key=''))
         sent = load.sent
         wait_for(lambda: load.sent >= sent + 10, 60)
     print('\nrolling deploy from plain HTTP and one key to TLS and split keys behind the router (2 servers, serial 1): '
           '%.0f s, %d requests, %d failed, %d truncated' % (took, load.sent, load.failed, load.truncated))
     assert rolled.rc == 0, rolled.stdout[-4000:]
-    text = ' '.join(rolled.stdout.split())
+    text = ' '.join((rolled.stdout + rolled.stderr).split())
     assert 'runs without sglang_router_control_plane_api_key yet' in text, text[-3000:]
     assert all(pid_of(fleet, h, SERVER_PIDFILE) != before[h] for h in SERVERS)
     assert rolled.stdout.count('Drain the server - take it out of the routers in front of it') == 2
     assert load.failed == 0 and load.truncated == 0
     # the router still has no control-plane key: its /workers takes the inference key, and lists both on https://
     assert workers(router, context, key=API_KEY) == {url_of(fleet, h): True for h in SERVERS}
+    assert listed.changed(ROUTER) > 0 and pid_of(fleet, ROUTER, ROUTER_PIDFILE) == router_pid
+    assert fleet.ssh(ROUTER, 'grep -c "https://" /etc/llmops/sglang-router-main.sh').stdout.strip() == '1'
     with Load(router, key=API_KEY, model='tiny-llama', pause=LOAD_PAUSE, context=context) as gap:
         wait_for(lambda: gap.sent >= 10, 60)
         run_playbook('playbooks/router.yml', inventory=inventory, extra_vars=tls_vars(tls_dir), expect_rc=0,
@@ -290,7 +298,7 @@ def test_a_renewed_certificate_is_served_without_a_restart_with_refresh(tls_flee
     """sglang_server_tls_refresh (--enable-ssl-refresh): the first deploy with it restarts (a new flag); a certificate
     renewed afterwards (playbooks/tls.yml after the old one is removed) is written by the next deploy and served
     without a restart. The simulator reloads like SGLang's refresh does (it watches the files' mtimes)."""
-    fleet, inventory, router, tls_dir, context = tls_bed
+    fleet, inventory, router, tls_dir, context = tls_fleet
     extra = tls_vars(tls_dir, sglang_server_speculative_depth=10, llmops_serial=1, sglang_server_tls_refresh=True)
     run_playbook('playbooks/deploy.yml', inventory=inventory, limit=','.join(SERVERS), timeout=900, extra_vars=extra,
                  expect_rc=0)

@@ -47,6 +47,20 @@ def test_a_server_moving_to_or_from_tls_is_the_same_worker_under_either_scheme()
     assert _router.status('http://r', 200, listed, {}, tls)['missing'] == []
 
 
+def test_launch_files_that_differ_in_their_workers_alone():
+    script = '#!/bin/sh\n# x\nexec /v/bin/python /s.py --host 0.0.0.0 --port 30080 --worker-urls %s --retry-max-retries 3\n'
+    unit = '[Service]\nExecStart=/v/bin/python /s.py --pd-disaggregation --prefill %s 8998 --decode %s --x 1\n'
+    same = _router.launch_without_workers
+    assert same(script % 'http://a:1 http://b:1') == same(script % 'https://a:1') != same(script.replace('3', '4') % 'x')
+    assert same(unit % ('http://a:1', 'http://b:1')) == same(unit % ('https://a:1', 'https://b:1'))
+    assert same(unit % ('http://a:1', 'http://b:1')).endswith('ExecStart=/v/bin/python /s.py --pd-disaggregation --x 1')
+    assert same('exec "unclosed\n') is None
+    listed = [{'url': 'https://a:1', 'is_healthy': True}, {'url': 'https://b:1', 'is_healthy': False}]
+    assert _router.lists_every_worker(listed, {'a': 'https://a:1'})
+    assert not _router.lists_every_worker(listed, {'a': 'https://a:1', 'b': 'https://b:1'})
+    assert not _router.lists_every_worker(listed, {'a': 'http://a:1'})
+
+
 @pytest.mark.parametrize('healthy, draining, max_unavailable, refused', [
     (dict(a=True, b=True, c=True), ['a'], 1, False),
     (dict(a=True, b=True, c=True), ['a', 'b'], 1, True),

@@ -19,7 +19,7 @@ description:
   - The router is restarted (RV(state=restarted)) where O(state=restarted), O(restart), where one of its files or its
     key changed, or where one of O(restart_on) (the registered results of the install) changed; else RV(state=started).
     A launch file that changes in its workers alone (C(--worker-urls), C(--prefill), C(--decode)) restarts no router
-    that already lists every one of them healthy (RV(kept_running)): its C(/workers), read with O(control_plane_api_key)
+    that already lists every one of them healthy (RV(kept_running)), as its C(/workers) reads with O(control_plane_api_key)
     or O(api_key).
   - Its action plugin (same name) refuses, before anything on the host is touched, an empty O(workers) and servers of
     other hosts that listen on a loopback address the router cannot reach (servers and router that both run on the

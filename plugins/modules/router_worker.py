@@ -492,8 +492,8 @@ def idle_request(params):
     def request_to(url):
         return _server_api.open_url_request(url, _server_api.auth_headers(params['api_key']), ca_path=params['ca_path'])
     request = request_to(params['worker'])
-    if _wait.probe_health(request, '/health', params['request_timeout'])['kind'] in (_wait.PROBE_TLS_ERROR,
-                                                                                    _wait.PROBE_DISCONNECTED):
+    moving = (_wait.PROBE_TLS_ERROR, _wait.PROBE_DISCONNECTED)
+    if _wait.probe_health(request, '/health', params['request_timeout'])['kind'] in moving:
         other = request_to(_router.other_scheme(params['worker']))
         if _wait.probe_health(other, '/health', params['request_timeout'])['status'] is not None:
             params['worker'] = _router.other_scheme(params['worker'])

@@ -457,8 +457,8 @@ def main():
     own_ca = tls_files['ca_cert'] if (options['tls_content'] or {}).get('ca_cert') else None
     installed = any((done or {}).get('changed') for done in options['restart_on'])
     kept_running = (runs_changed == [planned['files'][-1]['path']] and options['state'] == 'started'
-                    and not options['restart'] and not installed and workers_only_and_live(options, launch_before,
-                                                                                          planned, url, own_ca))
+                    and not options['restart'] and not installed
+                    and workers_only_and_live(options, launch_before, planned, url, own_ca))
     if kept_running:
         runs_changed = []
     state = _router.process_state(options['state'], options['restart'], [bool(runs_changed), installed])

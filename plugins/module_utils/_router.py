@@ -72,10 +72,30 @@ def pd_problem(workers):
     return None
 
 
+def worker_address(url):
+    """``url`` without its scheme and trailing slash (``host:port``): the server the router reaches at it, whether over
+    HTTP or HTTPS."""
+    return (url or '').split('://', 1)[-1].rstrip('/')
+
+
+def other_scheme(url):
+    """``url`` over HTTPS where it is HTTP, and the other way round (a server moving to or from TLS)."""
+    if url.startswith('https://'):
+        return 'http://' + url[len('https://'):]
+    if url.startswith('http://'):
+        return 'https://' + url[len('http://'):]
+    return url
+
+
 def entry_of(listed, url):
-    """The first entry of ``listed`` (the router's ``/workers``) whose URL is ``url``, else None."""
+    """The entry of ``listed`` (the router's ``/workers``) whose URL is ``url``, else the first one for the same server
+    under the other scheme (a server moving to or from TLS: the router lists http://host:port, the inventory now says
+    https://host:port), else None."""
     for entry in listed:
         if entry.get('url') == url:
+            return entry
+    for entry in listed:
+        if worker_address(entry.get('url')) == worker_address(url):
             return entry
     return None
 
@@ -87,11 +107,12 @@ def healthy(listed, url):
 
 def out_of_router(workers, listed, draining):
     """``(out_now, out_after)``: the URLs of ``workers`` ({host: URL or worker_entry}) the router does not list as
-    healthy, and those with ``draining`` added (each once, in order)."""
-    up = set(entry.get('url') for entry in listed if entry.get('is_healthy'))
+    healthy (under either scheme: a server not yet moved to TLS serves under its old URL), and those with
+    ``draining`` added (each once, in order)."""
+    up = set(worker_address(entry.get('url')) for entry in listed if entry.get('is_healthy'))
     out_now = []
     for url in worker_url_map(workers).values():
-        if url not in up and url not in out_now:
+        if worker_address(url) not in up and url not in out_now:
             out_now.append(url)
     return out_now, out_now + [url for url in dict.fromkeys(draining) if url not in out_now]
 
@@ -126,6 +147,8 @@ def register_action(listed, url, breaker, worker_type=None, bootstrap_port=None)
     entry = entry_of(listed, url)
     if entry is None:
         return ADD
+    if entry.get('url') != url:  # listed under the other scheme: the server moved to or from TLS
+        return RE_ADD
     if worker_type and (entry.get('worker_type') != worker_type or
                         (worker_type == 'prefill' and entry.get('bootstrap_port') != bootstrap_port)):
         return RE_ADD
@@ -139,11 +162,12 @@ def status(url, readiness, listed, breakers, workers):
     health, load and breaker (closed when the router has none for it), and the servers it does not list. In PD mode
     each worker has its ``worker_type`` and ``bootstrap_port`` (as the router lists them) and ``pairs`` says which
     prefills and decodes the router pairs (any healthy prefill with any healthy decode)."""
-    urls = set(entry.get('url') for entry in listed)
+    urls = set(worker_address(entry.get('url')) for entry in listed)
     result = {'url': url, 'up': readiness in (200, 503), 'ready': readiness == 200,
               'workers': [{'url': entry.get('url'), 'healthy': entry.get('is_healthy'), 'load': entry.get('load'),
                            'breaker': breakers.get(entry.get('url'), 'closed')} for entry in listed],
-              'missing': [worker for worker in dict.fromkeys(worker_url_map(workers).values()) if worker not in urls]}
+              'missing': [worker for worker in dict.fromkeys(worker_url_map(workers).values())
+                          if worker_address(worker) not in urls]}
     if pd_mode(workers) or any(entry.get('worker_type') in PD_TYPES for entry in listed):
         for worker, entry in zip(result['workers'], listed):
             worker.update(worker_type=entry.get('worker_type'), bootstrap_port=entry.get('bootstrap_port'))
@@ -363,6 +387,43 @@ def process_state(state, restart, changes):
     if state == 'stopped':
         return 'stopped'
     return 'restarted' if state == 'restarted' or restart or any(changes) else 'started'
+
+
+def launch_without_workers(text):
+    """A router's launch script or unit with the workers left out of its ``exec`` or ``ExecStart=`` line
+    (``--worker-urls URL...``, ``--prefill URL PORT``, ``--decode URL``): two launch files that differ in their workers
+    alone read the same here. None where the line does not parse."""
+    lines = []
+    for line in (text or '').splitlines():
+        stripped = line.strip()
+        if not (stripped.startswith('exec ') or stripped.startswith('ExecStart=')):
+            lines.append(line)
+            continue
+        prefix = 'ExecStart=' if stripped.startswith('ExecStart=') else 'exec '
+        try:
+            argv = shlex.split(stripped[len(prefix):])
+        except ValueError:
+            return None
+        kept, skip, urls = [], 0, False
+        for arg in argv:
+            if skip:
+                skip -= 1
+            elif urls and not arg.startswith('--'):
+                continue
+            elif arg == '--worker-urls':
+                urls = True
+            elif arg in ('--prefill', '--decode'):
+                skip, urls = (2 if arg == '--prefill' else 1), False
+            else:
+                urls = False
+                kept.append(arg)
+        lines.append(prefix + ' '.join(kept))
+    return '\n'.join(lines)
+
+
+def lists_every_worker(listed, workers):
+    """Whether the router's entries ``listed`` (its ``/workers``) have every URL of ``workers``, healthy."""
+    return all(healthy(listed, url) for url in worker_url_map(workers).values())
 
 
 def launch_endpoints(text):

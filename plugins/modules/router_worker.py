@@ -24,14 +24,19 @@ description:
     no longer lists it.
   - O(state=present) adds the server when the router does not list it, removes and adds afresh an entry whose circuit
     breaker is open or half-open (a new entry starts closed and gets traffic at once), then waits until the router
-    reports it healthy. A prefill or decode server (O(worker_type)) is added with its C(worker_type) and, for a
-    prefill, its C(bootstrap_port) (C(POST /workers)); an entry of another type or bootstrap port is added afresh.
+    reports it healthy. An entry of the server under the other scheme (C(http://host:port) where O(worker) is
+    C(https://host:port), a server moving to TLS, or the other way round) is its entry, which O(state=absent) removes
+    and O(state=present) replaces by O(worker). A prefill or decode server (O(worker_type)) is added with its
+    C(worker_type) and, for a prefill, its C(bootstrap_port) (C(POST /workers)); an entry of another type or bootstrap
+    port is added afresh.
   - O(state=status) changes nothing and never fails; it reads the router's C(/readiness), C(/workers) and C(/metrics)
     and returns RV(status) (a router that does not answer is not up).
   - O(state=idle), on the server's host once it is out of every router (the drain's last step), waits until the server
     runs and queues no request, at most O(timeout) seconds, reading a live source as M(llmops.serving.wait_for_llm_idle)
     does, and judges the wait (RV(msg)); a server still busy then fails where O(fail_on_timeout), else is stopped
-    anyway with a warning. Skipped in check mode. A prefill (O(worker_type=prefill)) is idle once its running, queued,
+    anyway with a warning. A server whose O(worker) URL fails the TLS handshake (or, over HTTP, is cut off) but
+    answers under the other scheme is moving to or from TLS in this rollout, and its wait uses the URL it serves now.
+    Skipped in check mode. A prefill (O(worker_type=prefill)) is idle once its running, queued,
     bootstrap and inflight requests are 0, a decode once its running, queued, prealloc and transfer requests are 0 (the
     gauges of C(/metrics), read right after a C(/health) probe, since C(/get_load) does not count the PD queues).
 author:
@@ -93,6 +98,9 @@ options:
     description:
       - The router's control-plane key (C(sglang_router_control_plane_api_key)); where set, it is the key sent to the
         router's worker API (C(/workers)) instead of O(api_key), which then serves inference only.
+      - A router that refuses it (HTTP 401 or 403) and takes O(api_key) on C(/workers) runs without a control-plane key
+        yet (an upgrade to split keys before C(playbooks/router.yml) gives it one), and the module then manages its workers
+        with O(api_key) and warns.
     type: str
     version_added: 1.1.0
   worker:
@@ -292,7 +300,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _reports, _router, _server_api, _tls
+from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _reports, _router, _server_api, _tls, _wait
 
 ARGUMENT_SPEC = dict(
     router=dict(type='str'),
@@ -376,9 +384,13 @@ class Router:
     def __init__(self, module):
         self.module = module
         self.params = module.params
-        key = self.params['control_plane_api_key'] or self.params['api_key']
-        self.request = _server_api.open_url_request(self.params['url'], _server_api.auth_headers(key),
-                                                    ca_path=self.params['ca_path'])
+        self.request = self.request_with(self.params['control_plane_api_key'] or self.params['api_key'])
+        # A router that runs without a control-plane key yet (the step of an upgrade to split keys before router.yml
+        # gives it one) answers /workers to its API key only: the drain and the register fall back to it.
+        self.fallback = self.params['api_key'] if self.params['control_plane_api_key'] else None
+
+    def request_with(self, key):
+        return _server_api.open_url_request(self.params['url'], _server_api.auth_headers(key), ca_path=self.params['ca_path'])
 
     def call(self, method, path, statuses, body=None):
         try:
@@ -390,9 +402,23 @@ class Router:
                                                                                  self.params['url'], path))
         return status, content
 
+    def get_workers(self):
+        """``(status, data)`` of the router's ``GET /workers`` (status None without an answer), with the API key where
+        the router refuses the control-plane key it does not know yet."""
+        status, data = _server_api.get_json(self.request, '/workers', self.params['request_timeout'])
+        if self.fallback and status is not None and _server_api.unauthorised(status):
+            request, self.fallback = self.request_with(self.fallback), None
+            retried, retried_data = _server_api.get_json(request, '/workers', self.params['request_timeout'])
+            if retried == 200:
+                self.module.warn('router %s refused the control-plane key and took the API key on /workers: it runs '
+                                 'without sglang_router_control_plane_api_key yet (playbooks/router.yml gives it the '
+                                 'key)' % self.params['router'])
+                self.request, status, data = request, retried, retried_data
+        return status, data
+
     def workers(self):
         """The router's entries, or None when it does not answer."""
-        status, data = _server_api.get_json(self.request, '/workers', self.params['request_timeout'])
+        status, data = self.get_workers()
         if status is None:
             return None
         if status != 200:
@@ -444,12 +470,12 @@ def read_breaker(module):
 def read_status(module):
     """The router's status from its /readiness, /workers and /metrics; an answer missing is no failure."""
     params = module.params
-    request, timeout = Router(module).request, params['request_timeout']
+    router, timeout = Router(module), params['request_timeout']
     try:
-        readiness = request('GET', '/readiness', timeout=timeout)[0]
+        readiness = router.request('GET', '/readiness', timeout=timeout)[0]
     except Exception:  # every network error: no answer
         readiness = -1
-    data = _server_api.get_json(request, '/workers', timeout)[1]
+    data = router.get_workers()[1]
     listed = (data.get('workers') if isinstance(data, dict) else None) or []
     try:
         content = _server_api.open_url_request(params['metrics_url'], {})('GET', '', timeout=timeout)[1]
@@ -459,6 +485,22 @@ def read_status(module):
     return _router.status(params['url'], readiness, listed, _server_api.router_breakers(text), params['workers'] or {})
 
 
+def idle_request(params):
+    """The request to the server being drained, at the URL it serves now: a server that moves to or from TLS in this
+    rollout still serves under the other scheme until its restart (HTTPS spoken to a plain HTTP server fails its
+    handshake, HTTP spoken to an HTTPS server is cut off)."""
+    def request_to(url):
+        return _server_api.open_url_request(url, _server_api.auth_headers(params['api_key']), ca_path=params['ca_path'])
+    request = request_to(params['worker'])
+    moving = (_wait.PROBE_TLS_ERROR, _wait.PROBE_DISCONNECTED)
+    if _wait.probe_health(request, '/health', params['request_timeout'])['kind'] in moving:
+        other = request_to(_router.other_scheme(params['worker']))
+        if _wait.probe_health(other, '/health', params['request_timeout'])['status'] is not None:
+            params['worker'] = _router.other_scheme(params['worker'])
+            return other
+    return request
+
+
 def wait_idle(module):
     """O(state=idle): waits until the server is idle and judges the wait (module_utils/_router.py, drain_outcome)."""
     params = module.params
@@ -466,8 +508,7 @@ def wait_idle(module):
         module.exit_json(changed=False, worker=params['worker'], idle=None, msg='')
     if not params['worker']:
         module.fail_json(msg='missing required arguments: worker (or server and workers)')
-    request = _server_api.open_url_request(params['worker'], _server_api.auth_headers(params['api_key']),
-                                           ca_path=params['ca_path'])
+    request = idle_request(params)
     source = _server_api.load_source('auto', params['version'] or None)
     timeout = params['timeout'] if params['timeout'] is not None else 300.0
     result = _router.wait_idle(request, timeout, 0.5, source, params['request_timeout'], mode=params['worker_type'])

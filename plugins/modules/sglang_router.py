@@ -18,6 +18,9 @@ description:
     or the systemd unit, and returns what the process or unit goes to (RV(state)).
   - The router is restarted (RV(state=restarted)) where O(state=restarted), O(restart), where one of its files or its
     key changed, or where one of O(restart_on) (the registered results of the install) changed; else RV(state=started).
+    A launch file that changes in its workers alone (C(--worker-urls), C(--prefill), C(--decode)) restarts no router
+    that already lists every one of them healthy (RV(kept_running)), as its C(/workers) reads with O(control_plane_api_key)
+    or O(api_key).
   - Its action plugin (same name) refuses, before anything on the host is touched, an empty O(workers) and servers of
     other hosts that listen on a loopback address the router cannot reach (servers and router that both run on the
     controller, connection C(local), share it).
@@ -283,6 +286,14 @@ ready_url:
   description: The URL of its C(/readiness), which answers 200 once a healthy worker is behind it.
   returned: success
   type: str
+kept_running:
+  description:
+    - Whether the router keeps running although its launch file changed, because the change is in its workers alone
+      and the running router already lists every one of them healthy (a rollout's register added them, e.g. the
+      C(https://) workers of a fleet moved to TLS); the launch file is then for its next start.
+  returned: success
+  type: bool
+  version_added: 1.1.0
 ca_path:
   description: The CA file the router verifies its workers with (from O(ca_cert)), for clients on its host; null without one.
   returned: success
@@ -298,7 +309,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _router, _tls
+from ansible_collections.llmops.serving.plugins.module_utils import _endpoints, _router, _server_api, _tls
 
 ARGUMENT_SPEC = dict(
     state=dict(type='str', choices=['started', 'restarted', 'stopped']),
@@ -385,6 +396,19 @@ def mode_of(path):
         return None
 
 
+def workers_only_and_live(options, launch_before, planned, url, own_ca):
+    """Whether the launch file changes in its workers alone and the running router already lists every one of them,
+    healthy (the register of a rollout added them: a fleet moved to TLS lists its https:// workers): then the router
+    keeps running, and the launch file is for its next start."""
+    before = _router.launch_without_workers(launch_before) if launch_before else None
+    if before is None or before != _router.launch_without_workers(planned['files'][-1]['content']):
+        return False
+    key = options['control_plane_api_key'] or options['api_key']
+    request = _server_api.open_url_request(url, _server_api.auth_headers(key), ca_path=own_ca)
+    status, data = _server_api.get_json(request, '/workers', 10)
+    return status == 200 and _router.lists_every_worker((data or {}).get('workers') or [], options['workers'])
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     options = _router.with_defaults(module.params)
@@ -395,6 +419,7 @@ def main():
     planned = _router.router_files(options, workers, launcher)
     paths, check = planned['paths'], module.check_mode
     changed_paths, diffs, launch_changed = [], [], False
+    launch_before = read(planned['files'][-1]['path'])
     for directory in planned['directories']:
         if not os.path.isdir(directory):
             changed_paths.append(directory)
@@ -428,11 +453,17 @@ def main():
             if not check:
                 os.unlink(path)
     runs_changed = [path for path in changed_paths if path not in planned['directories']]
-    state = _router.process_state(options['state'], options['restart'],
-                                  [bool(runs_changed)] + [bool((done or {}).get('changed')) for done in options['restart_on']])
     url = _endpoints.local_url(options['host'], options['port'], tls=bool((options['tls_content'] or {}).get('tls_cert')))
     own_ca = tls_files['ca_cert'] if (options['tls_content'] or {}).get('ca_cert') else None
+    installed = any((done or {}).get('changed') for done in options['restart_on'])
+    kept_running = (runs_changed == [planned['files'][-1]['path']] and options['state'] == 'started'
+                    and not options['restart'] and not installed
+                    and workers_only_and_live(options, launch_before, planned, url, own_ca))
+    if kept_running:
+        runs_changed = []
+    state = _router.process_state(options['state'], options['restart'], [bool(runs_changed), installed])
     result = dict(changed=bool(changed_paths), state=state, ca_path=own_ca, launcher=launcher, files=changed_paths,
+                  kept_running=kept_running,
                   daemon_reload=launcher == 'systemd' and launch_changed, argv=planned['argv'], url=url,
                   ready_url=url + '/readiness', result=dict(state=state, launcher=launcher, url=url,
                                                             workers=list(_router.worker_url_map(workers).values())), **paths)

@@ -32,6 +32,35 @@ def test_out_of_router_counts_unhealthy_and_unlisted_once():
     assert out_after == [WORKERS['b'], WORKERS['c'], WORKERS['a']]
 
 
+def test_a_server_moving_to_or_from_tls_is_the_same_worker_under_either_scheme():
+    """The rollout that moves a fleet to TLS: the router lists http://host:port, the inventory says https://host:port."""
+    tls = dict((host, url.replace('http:', 'https:')) for host, url in WORKERS.items())
+    listed = listing(a=True, b=True, c=False)
+    assert _router.worker_address('https://a:30000/') == 'a:30000' == _router.worker_address(WORKERS['a'])
+    assert _router.other_scheme(tls['a']) == WORKERS['a'] and _router.other_scheme(WORKERS['a']) == tls['a']
+    assert _router.entry_of(listed, tls['a'])['id'] == 'id-a'
+    assert _router.entry_of(listed + [{'id': 'new', 'url': tls['a']}], tls['a'])['id'] == 'new'  # its own URL first
+    assert not _router.healthy(listed, tls['a'])  # the register waits for the https:// entry itself
+    assert _router.out_of_router(tls, listed, [tls['a']]) == ([tls['c']], [tls['c'], tls['a']])
+    assert _router.drain_refusal('r1', tls, listing(a=True, b=True, c=True), [tls['a']], 1) is None
+    assert _router.register_action(listed, tls['a'], 'closed') == _router.RE_ADD
+    assert _router.status('http://r', 200, listed, {}, tls)['missing'] == []
+
+
+def test_launch_files_that_differ_in_their_workers_alone():
+    script = '#!/bin/sh\n# x\nexec /v/bin/python /s.py --host 0.0.0.0 --port 30080 --worker-urls %s --retry-max-retries 3\n'
+    unit = '[Service]\nExecStart=/v/bin/python /s.py --pd-disaggregation --prefill %s 8998 --decode %s --x 1\n'
+    same = _router.launch_without_workers
+    assert same(script % 'http://a:1 http://b:1') == same(script % 'https://a:1') != same(script.replace('3', '4') % 'x')
+    assert same(unit % ('http://a:1', 'http://b:1')) == same(unit % ('https://a:1', 'https://b:1'))
+    assert same(unit % ('http://a:1', 'http://b:1')).endswith('ExecStart=/v/bin/python /s.py --pd-disaggregation --x 1')
+    assert same('exec "unclosed\n') is None
+    listed = [{'url': 'https://a:1', 'is_healthy': True}, {'url': 'https://b:1', 'is_healthy': False}]
+    assert _router.lists_every_worker(listed, {'a': 'https://a:1'})
+    assert not _router.lists_every_worker(listed, {'a': 'https://a:1', 'b': 'https://b:1'})
+    assert not _router.lists_every_worker(listed, {'a': 'http://a:1'})
+
+
 @pytest.mark.parametrize('healthy, draining, max_unavailable, refused', [
     (dict(a=True, b=True, c=True), ['a'], 1, False),
     (dict(a=True, b=True, c=True), ['a', 'b'], 1, True),

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.llmops.serving.plugins.modules import router_worker as module
-from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import run_main
+from ansible_collections.llmops.serving.tests.unit.plugins.modules._module_runner import record_warnings, run_main
 
 KEY = 'sk-router-key'
 A = 'http://10.0.0.1:30000'
@@ -22,6 +22,7 @@ class FakeRouter:
     def __init__(self, *urls):
         self.entries = [{'id': 'w%d' % n, 'url': url, 'is_healthy': True, 'load': 0} for n, url in enumerate(urls)]
         self.breakers = {}
+        self.key = KEY
         self.calls = []
         self.posted = []
         router = self
@@ -39,7 +40,7 @@ class FakeRouter:
 
             def authorised(self):
                 router.calls.append((self.command, self.path))
-                if self.headers.get('Authorization') != 'Bearer ' + KEY:
+                if self.headers.get('Authorization') != 'Bearer ' + router.key:
                     self.answer(401, {'error': 'unauthorised'})
                     return False
                 return True
@@ -154,6 +155,45 @@ def test_a_wrong_key_fails(router, capsys):
     assert result['failed'] and 'answered HTTP 401' in result['msg']
 
 
+def test_the_control_plane_key_manages_workers_where_the_router_has_it(router, capsys):
+    router.key = 'cp-operators'
+    result, out = run(capsys, router, state='absent', max_unavailable=1, control_plane_api_key='cp-operators')
+    assert result['changed'] and router.urls() == [B] and not result.get('warnings')
+    assert 'cp-operators' not in out
+
+
+def test_a_router_without_its_control_plane_key_yet_is_managed_with_the_api_key(router, capsys, monkeypatch):
+    """An upgrade to split keys: the servers' rolling deploy runs before router.yml gives the router its control-plane
+    key; its /workers takes the API key until then, and the drain and register use it (and say so)."""
+    warnings = record_warnings(monkeypatch)
+    result, out = run(capsys, router, state='absent', max_unavailable=1, control_plane_api_key='cp-operators')
+    assert result['changed'] and router.urls() == [B]
+    assert warnings == ['router r1 refused the control-plane key and took the API key on /workers: it runs without '
+                        'sglang_router_control_plane_api_key yet (playbooks/router.yml gives it the key)']
+    again, dummy = run(capsys, router, state='present', control_plane_api_key='cp-operators')
+    assert again['changed'] and again['action'] == 'add' and sorted(router.urls()) == [A, B]
+    assert 'cp-operators' not in out and KEY not in out
+    # a key neither the router's control plane nor its API takes still fails
+    router.key = 'sk-other'
+    refused, dummy = run(capsys, router, state='absent', max_unavailable=1, control_plane_api_key='cp-operators')
+    assert refused['failed'] and 'answered HTTP 401' in refused['msg']
+
+
+def test_a_server_moving_to_tls_is_drained_and_registered_under_its_new_url(router, capsys):
+    """The router lists http://A; the inventory now says https://A (sglang_server_tls_cert set): the drain removes the
+    http:// entry (and counts the other, still HTTP, server as up), the register puts the https:// one in."""
+    tls_a = A.replace('http:', 'https:')
+    drained, dummy = run(capsys, router, state='absent', max_unavailable=1, worker=tls_a, workers={'a': tls_a, 'b': B})
+    assert drained['changed'] and drained['action'] == 'remove' and router.urls() == [B]
+    registered, dummy = run(capsys, router, state='present', worker=tls_a, workers={'a': tls_a, 'b': B})
+    assert registered['action'] == 'add' and sorted(router.urls()) == [B, tls_a]
+    # a server moved to TLS without a drain: its old entry is replaced
+    router.entries.append({'id': 'old', 'url': 'https://10.0.0.3:30000', 'is_healthy': True, 'load': 0})
+    moved, dummy = run(capsys, router, state='present', worker='http://10.0.0.3:30000')
+    assert moved['action'] == 're-add' and ('DELETE', '/workers/old') in router.calls
+    assert 'http://10.0.0.3:30000' in router.urls() and 'https://10.0.0.3:30000' not in router.urls()
+
+
 def test_status_reads_the_router_even_in_check_mode(router, capsys):
     router.breakers[B] = 1
     result, out = run(capsys, router, state='status', worker=None, workers={'a': A, 'b': B, 'c': 'http://c:1'},
@@ -241,6 +281,17 @@ def test_idle_waits_and_judges_the_wait(capsys, load, fail_on_timeout, failed, m
         server.http.shutdown()
     assert bool(result.get('failed')) is failed and result['msg'].startswith(msg) and result['source'] == 'get_load'
     assert result['idle'] is (load == 0)
+
+
+def test_idle_of_a_server_moving_to_tls_reads_it_where_it_serves_now(capsys):
+    """Drained before its restart onto HTTPS, the server still serves plain HTTP: the wait reads it there."""
+    server = LoadServer(0)
+    try:
+        result, dummy = run_main(module.main, capsys, state='idle', server='ns1', timeout=1, version='',
+                                 workers={'ns1': server.url.replace('http:', 'https:')})
+    finally:
+        server.http.shutdown()
+    assert not result.get('failed') and result['idle'] and result['worker'] == server.url
 
 
 def test_idle_is_skipped_in_check_mode(capsys):

@@ -45,3 +45,30 @@ def test_writes_then_changes_nothing_and_restarts_on_a_change(capsys, tmp_path):
     assert keyless['state'] == 'restarted' and not key_file.exists()
     stopped, dummy = run(capsys, tmp_path, api_key='', state='stopped')
     assert not stopped['changed'] and stopped['state'] == 'stopped'
+
+
+def test_a_change_of_workers_alone_restarts_no_router_that_lists_them_already(capsys, tmp_path):
+    """A fleet moved to TLS by a rolling deploy: the running router lists the https:// workers its register added;
+    router.yml then writes them into the launch file for its next start, and restarts nothing. A router that does not
+    list them all (or does not answer) restarts, as does any other change."""
+    from ansible_collections.llmops.serving.tests.unit.plugins.modules.test_router_worker import FakeRouter
+    fake = FakeRouter('https://10.0.0.1:30000')
+    port = fake.server.server_address[1]
+    try:
+        first, dummy = run(capsys, tmp_path, host='127.0.0.1', port=port)
+        assert first['state'] == 'restarted' and not first['kept_running']
+        moved, dummy = run(capsys, tmp_path, host='127.0.0.1', port=port, workers={'a': 'https://10.0.0.1:30000'})
+        assert moved['changed'] and moved['state'] == 'started' and moved['kept_running']
+        assert 'https://10.0.0.1:30000' in (tmp_path / 'etc' / 'sglang-router-main.sh').read_text()
+        grown, dummy = run(capsys, tmp_path, host='127.0.0.1', port=port,
+                           workers={'a': 'https://10.0.0.1:30000', 'b': 'https://10.0.0.2:30000'})
+        assert grown['state'] == 'restarted' and not grown['kept_running']
+        fake.entries[0]['is_healthy'] = False
+        sick, dummy = run(capsys, tmp_path, host='127.0.0.1', port=port, workers={'a': 'https://10.0.0.1:30000'})
+        assert sick['state'] == 'restarted'
+        fake.entries[0]['is_healthy'] = True
+        both, dummy = run(capsys, tmp_path, host='127.0.0.1', port=port, workers={'a': 'http://10.0.0.1:30000'},
+                          retry_max_retries=4)
+        assert both['state'] == 'restarted' and not both['kept_running']
+    finally:
+        fake.server.shutdown()

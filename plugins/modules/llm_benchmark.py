@@ -206,7 +206,6 @@ options:
         the decode of a pair only. Benchmark the pair through the router in front of it (its URL as O(url),
         this option unset).
     type: str
-    choices: [prefill, decode]
     version_added: 1.1.0
 notes:
   - The load generator is closed-loop (one thread per concurrent request, each with its
@@ -470,7 +469,8 @@ ARGUMENT_SPEC = dict(
     ca_path=dict(type='path'),
     max_failed_ratio=dict(type='float', default=0.0),
     repeat=dict(type='int'),
-    disaggregation_mode=dict(type='str', choices=['prefill', 'decode']),
+    # No choices: the role passes null for a server that does both, which AnsibleModule's choices refuse.
+    disaggregation_mode=dict(type='str'),
 )
 
 
@@ -500,6 +500,8 @@ def main():
     if not params['url'].startswith(('http://', 'https://')):
         module.fail_json(msg='url must start with http:// or https://, got %s' % params['url'])
 
+    if params['disaggregation_mode'] not in (None, '', 'prefill', 'decode'):
+        module.fail_json(msg='disaggregation_mode must be prefill or decode (or null), got %r' % params['disaggregation_mode'])
     if params['disaggregation_mode']:
         module.fail_json(msg=_benchmark.disaggregation_refusal(params['url'], params['disaggregation_mode']))
 

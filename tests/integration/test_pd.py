@@ -240,3 +240,17 @@ def test_a_pd_server_is_no_canary_and_is_not_swept(bed, run_playbook):
     text = refused(bed, run_playbook, 'p1', playbook='playbooks/benchmark.yml', tags=None)
     assert ('spec_sweep on p1: it is a prefill server of a prefill/decode pair (sglang_server_disaggregation_mode), '
             'which the sweep cannot measure alone') in text, text[-3000:]
+
+
+@pytest.mark.parametrize('slip', ['fake backend on a prefill', 'a backend the release lacks'])
+def test_a_transfer_backend_the_server_cannot_run_is_refused(bed, run_playbook, slip):
+    if slip == 'fake backend on a prefill':
+        text = refused(bed, run_playbook, 'p1,d1', sglang_server_disaggregation_transfer_backend=on(['p1'], 'fake', None))
+        expected = ('sglang_server_disaggregation_transfer_backend fake is for a decode server only (it moves no KV; '
+                    'SGLang asserts "Prefill server does not support \'fake\'")')
+    else:
+        env = dict(pd_vars()['sglang_server_env'], SGLANG_SIM_VERSION='0.5.11')
+        text = refused(bed, run_playbook, 'p1,d1', sglang_server_env=env,
+                       sglang_server_disaggregation_transfer_backend='mooncake_tcp')
+        expected = 'sglang_server_disaggregation_transfer_backend mooncake_tcp needs SGLang 0.5.13 or newer (this is 0.5.11)'
+    assert expected in text, text[-4000:]

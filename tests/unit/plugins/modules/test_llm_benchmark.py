@@ -104,6 +104,7 @@ def test_repeat_of_an_unreachable_server_fails_each_round(capsys):
      'http://x is the decode server of a prefill/decode pair (disaggregation_mode decode), which cannot be benchmarked '
      'alone: SGLang answers it only requests paired through a router in prefill/decode mode (HTTP 400 '
      '"Disaggregated request received without bootstrap room id." to any other)'),
+    ({'url': 'http://x', 'disaggregation_mode': 'both'}, "disaggregation_mode must be prefill or decode (or null), got 'both'"),
 ])
 def test_bad_arguments_fail_with_a_clear_message(capsys, args, msg):
     code, result = run_module(capsys, args)
@@ -124,6 +125,14 @@ def test_runs_with_the_standard_library_when_requests_is_missing(capsys, monkeyp
                                            'output_len': 4, 'warmup_requests': 0})
     assert code == 0 and result['runs'][0]['output_tokens'] == 12
     assert result['http_library'].startswith('http.client')
+
+
+def test_a_null_disaggregation_mode_is_a_server_that_does_both(capsys):
+    # What the sglang_server role passes for a server that is neither prefill nor decode.
+    with FakeServer(tokens_per_chunk=2) as server:
+        code, result = run_module(capsys, {'url': server.url, 'model': 'm', 'num_prompts': 3, 'concurrency': [3],
+                                           'output_len': 4, 'warmup_requests': 0, 'disaggregation_mode': None})
+    assert code == 0 and result['runs'][0]['output_tokens'] == 12
 
 
 def test_busy_client_warns(capsys, monkeypatch, warnings):

@@ -29,6 +29,10 @@ description:
     and O(state=present) replaces by O(worker). A prefill or decode server (O(worker_type)) is added with its
     C(worker_type) and, for a prefill, its C(bootstrap_port) (C(POST /workers)); an entry of another type or bootstrap
     port is added afresh.
+  - A prefill (O(worker_type=prefill)) back in the router is followed by a C(/health) probe of every decode the router
+    lists (up to 3 tries, 2 s apart): one that does not answer 200 fails the task, naming it. Before SGLang 0.5.17 a
+    decode that got requests for a prefill that went away (a prefill killed, not drained) loses its scheduler while its
+    process runs on, and a rollout must not go on past it.
   - O(state=status) changes nothing and never fails; it reads the router's C(/readiness), C(/workers) and C(/metrics)
     and returns RV(status) (a router that does not answer is not up).
   - O(state=idle), on the server's host once it is out of every router (the drain's last step), waits until the server
@@ -224,6 +228,12 @@ action:
   returned: with O(state=absent) and O(state=present)
   type: str
   sample: remove
+decodes:
+  description: The C(/health) status of each decode the router lists (None without an answer), checked after a prefill
+    came back (O(state=present), O(worker_type=prefill)).
+  returned: when O(state=present) registers a prefill
+  type: dict
+  sample: {"http://10.0.0.21:30000": 200}
 breaker:
   description: The circuit breaker of the server's entry before, O(state=present) (V(closed) when the router has none).
   returned: when O(state=present) and the router answered
@@ -528,6 +538,36 @@ def wait_idle(module):
     module.exit_json(**result)
 
 
+def check_decodes(params, listed, probes=3, pause=2.0):
+    """A prefill back in its router: ``({url: status}, problem)``, the ``/health`` of every decode the router lists (a
+    1-token generation through the decode's scheduler; no key needed) and why the rollout must stop where one never
+    answers 200 in ``probes`` tries, else None. Before SGLang 0.5.17 a decode that gets a request for a prefill that
+    went away loses its scheduler (decode.py ``_ensure_prefill_info``) while its process runs on."""
+    hosts = dict((url, host) for host, url in _router.worker_url_map(params['workers']).items())
+    statuses, failing = {}, []
+    for entry in listed:
+        if entry.get('worker_type') != 'decode':
+            continue
+        request = _server_api.open_url_request(entry['url'], {}, ca_path=params['ca_path'])
+        for attempt in range(probes):
+            probe = _wait.probe_health(request, '/health', params['request_timeout'])
+            if probe['status'] == 200:
+                break
+            if attempt + 1 < probes:
+                time.sleep(pause)
+        statuses[entry['url']] = probe['status']
+        if probe['status'] != 200:
+            failing.append('%s (%s: %s)' % (hosts.get(entry['url'], entry['url']), entry['url'],
+                                            'HTTP %d' % probe['status'] if probe['status'] else probe['detail']))
+    if not failing:
+        return statuses, None
+    return statuses, ('prefill %s is back in router %s, but decode %s does not pass /health: a decode that got requests '
+                      'for a prefill that went away loses its scheduler before SGLang 0.5.17 (decode.py '
+                      '_ensure_prefill_info) while its process runs on. The rollout stops here; restart that decode '
+                      '(deploy.yml --limit <its host> -e sglang_server_restart=true)'
+                      % (params['server'] or params['worker'], params['router'], ', '.join(failing)))
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     module.params.update(resolve(module.params))
@@ -571,6 +611,10 @@ def main():
         if action != _router.KEEP:
             router.add()
         router.wait(lambda now: _router.healthy(now, url), timeout, 'does not report healthy')
+        if params['worker_type'] == 'prefill':
+            result['decodes'], problem = check_decodes(params, router.workers() or [])
+            if problem:
+                module.fail_json(msg=problem, **result)
     module.exit_json(**result)
 
 

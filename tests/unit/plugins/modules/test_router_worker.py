@@ -305,6 +305,7 @@ def test_register_adds_a_prefill_with_its_type_and_bootstrap_port(router, capsys
                'b': {'url': B, 'worker_type': 'decode', 'bootstrap_port': None}}
     result, dummy = run(capsys, router, state='present', worker=None, server='a', workers=workers)
     assert result['changed'] and result['action'] == 'add' and result['worker'] == A
+    assert result['decodes'] == {}  # the router lists B as a plain worker: no decode to check
     assert router.posted == [{'url': A, 'worker_type': 'prefill', 'bootstrap_port': 9000}]
     again, dummy = run(capsys, router, state='present', worker=None, server='a', workers=workers)
     assert not again['changed']
@@ -322,10 +323,13 @@ def test_drain_refuses_to_take_the_last_decode_out(router, capsys):
 
 
 class GaugeServer:
-    """A PD server: /get_load says idle, its /metrics gauges hold ``gauges`` (name -> value)."""
+    """A PD server: /get_load says idle, its /metrics gauges hold ``gauges`` (name -> value), /health answers
+    ``health``."""
 
-    def __init__(self, gauges):
+    def __init__(self, gauges, health=200):
         server = self
+        self.health = health
+        self.health_probes = 0
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -338,7 +342,11 @@ class GaugeServer:
                     data = ''.join('sglang:%s{tp_rank="0"} %s\n' % item for item in server.gauges.items()).encode()
                 else:
                     data = b''
-                self.send_response(200)
+                status = 200
+                if self.path == '/health':
+                    server.health_probes += 1
+                    status = server.health
+                self.send_response(status)
                 self.send_header('Content-Length', str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -372,3 +380,26 @@ def test_idle_of_a_pd_server_reads_its_pd_queues(capsys, mode, busy, idle):
         server.http.shutdown()
     assert result['idle'] is idle and result['source'] == 'metrics'
     assert result['requests'] == (0 if idle else 2)
+
+
+@pytest.mark.parametrize('health', [200, 503])
+def test_a_prefill_back_in_its_router_checks_every_decode_it_lists(router, capsys, monkeypatch, health):
+    decode = GaugeServer({}, health=health)
+    pauses = []
+    monkeypatch.setattr(module.time, 'sleep', pauses.append)
+    router.entries = [{'id': 'w9', 'url': decode.url, 'is_healthy': True, 'load': 0, 'worker_type': 'decode'}]
+    workers = {'a': {'url': A, 'worker_type': 'prefill', 'bootstrap_port': 8998},
+               'd1': {'url': decode.url, 'worker_type': 'decode', 'bootstrap_port': None}}
+    try:
+        result, dummy = run(capsys, router, state='present', worker=None, server='a', workers=workers)
+    finally:
+        decode.http.shutdown()
+    assert result['decodes'] == {decode.url: health} and result['action'] == 'add'
+    if health == 200:
+        assert not result.get('failed') and decode.health_probes == 1
+    else:
+        # Three probes, 2 s apart, then the host fails naming the decode; the prefill stays registered.
+        assert result['failed'] and decode.health_probes == 3 and pauses.count(2.0) == 2
+        assert 'prefill a is back in router r1, but decode d1 (%s: HTTP 503) does not pass /health' % decode.url \
+            in result['msg']
+        assert 'sglang_server_restart=true' in result['msg'] and A in router.urls()

@@ -344,7 +344,10 @@ def current_load(request, timeout, source='auto', mode=None):
     """``(requests, source)``: the requests the server runs or queues now, and where that was read;
     ``(None, source)`` when it could not be read. ``auto`` asks /get_load and falls back to the gauges
     where it is not routed. A server in prefill/decode disaggregation (``mode`` prefill or decode) is read from
-    the gauges, its PD queues included, whatever ``source`` says (/get_load does not count them)."""
+    the gauges, its PD queues included, whatever ``source`` says (/get_load does not count them). A prefill gets
+    no /health probe first: SGLang (0.5.15.post1, disaggregation/prefill.py) puts a batch's requests into the
+    inflight queue before it writes the gauges, so the probe's own request would read as 1 busy at every read;
+    the scheduler writes the true queues itself after 30 s without a batch."""
     if mode in PD_GAUGES:
         source = 'metrics'
     if source in ('auto', 'get_load'):
@@ -352,10 +355,11 @@ def current_load(request, timeout, source='auto', mode=None):
         count = requests_in_get_load(data) if status == 200 else None
         if count is not None or source == 'get_load' or status not in (404, 405):
             return count, 'get_load'
-    try:
-        request('GET', '/health', timeout=timeout)  # a 1-token generation: the scheduler logs, the gauges refresh
-    except Exception:
-        pass
+    if mode != 'prefill':
+        try:
+            request('GET', '/health', timeout=timeout)  # a 1-token generation: the scheduler logs, the gauges refresh
+        except Exception:
+            pass
     metrics = fetch_metrics(request, timeout)
     values = [_first_total(metrics, names) for names in busy_gauges(mode)]
     if any(value is None for value in values):

@@ -30,7 +30,7 @@ description:
     C(worker_type) and, for a prefill, its C(bootstrap_port) (C(POST /workers)); an entry of another type or bootstrap
     port is added afresh.
   - A prefill (O(worker_type=prefill)) back in the router is followed by a C(/health) probe of every decode the router
-    lists (up to 3 tries, 2 s apart): one that does not answer 200 fails the task, naming it. Before SGLang 0.5.17 a
+    lists (up to 3 tries, 2 s apart), and one that does not answer 200 fails the task, naming it. Before SGLang 0.5.17 a
     decode that got requests for a prefill that went away (a prefill killed, not drained) loses its scheduler while its
     process runs on, and a rollout must not go on past it.
   - O(state=status) changes nothing and never fails; it reads the router's C(/readiness), C(/workers) and C(/metrics)
@@ -503,9 +503,10 @@ def idle_request(params):
         return _server_api.open_url_request(url, _server_api.auth_headers(params['api_key']), ca_path=params['ca_path'])
     request = request_to(params['worker'])
     moving = (_wait.PROBE_TLS_ERROR, _wait.PROBE_DISCONNECTED)
-    if _wait.probe_health(request, '/health', params['request_timeout'])['kind'] in moving:
+    # /metrics, not /health: a prefill would count the health generation as a busy request (_server_api.current_load).
+    if _wait.probe_health(request, '/metrics', params['request_timeout'])['kind'] in moving:
         other = request_to(_router.other_scheme(params['worker']))
-        if _wait.probe_health(other, '/health', params['request_timeout'])['status'] is not None:
+        if _wait.probe_health(other, '/metrics', params['request_timeout'])['status'] is not None:
             params['worker'] = _router.other_scheme(params['worker'])
             return other
     return request

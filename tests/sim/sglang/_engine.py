@@ -184,7 +184,8 @@ class Engine:
                     idle = time.monotonic() - self._logged
                     if idle >= IDLE_REFRESH_S:
                         self._set_gauges(0)
-                    self.cond.wait(max(0.05, IDLE_REFRESH_S - idle) if self.gauges != (0, 0) else None)
+                        idle = 0.0
+                    self.cond.wait(max(0.05, IDLE_REFRESH_S - idle))
                 room = self.max_running - len(self.running)
                 new, self.waiting = self.waiting[:room], self.waiting[room:]
             if new:
@@ -195,7 +196,7 @@ class Engine:
     def _prefill(self, new):
         tokens = sum(r.prompt_tokens for r in new)
         self._sleep(T_BASE + K_PREFILL * tokens)
-        self._set_gauges(len(self.running))
+        self._set_gauges(len(self.running), batch=len(new))
         self.log('Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: 0.00, #running-req: %d, '
                  '#queue-req: %d, #pending-token: 0, cuda graph: True, input throughput (token/s): %.2f'
                  % (len(new), tokens, len(self.running), len(self.waiting), tokens / max(1e-9, (T_BASE * self.speed / 1000.0))))
@@ -273,11 +274,11 @@ class Engine:
             # SGLang logs the batch that ran: a request finishing in this step still counts.
             self._decode_log(len(batch), sum(r.prompt_tokens + r.output for r in batch))
 
-    def _set_gauges(self, running):
+    def _set_gauges(self, running, batch=0):
         self.gauges = (running, len(self.waiting))
         self._logged = time.monotonic()
         if self.on_gauges:
-            self.on_gauges()
+            self.on_gauges(batch)
 
     def _decode_log(self, running, kv_tokens):
         self._set_gauges(running)

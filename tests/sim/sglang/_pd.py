@@ -106,10 +106,15 @@ class PD:
         else:
             threading.Thread(target=self._heartbeat, name='heartbeat', daemon=True).start()
 
-    def refresh_gauges(self):
-        """The scheduler logged a batch (or idled): the queue gauges take the queues' lengths now."""
+    def refresh_gauges(self, batch=0):
+        """The scheduler logged a batch of ``batch`` new requests (or idled): the queue gauges take the queues' lengths
+        now. A prefill counts the batch in its inflight queue already: SGLang 0.5.15.post1 appends a prefilled batch to
+        the inflight queue before it writes the gauges (disaggregation/prefill.py), so a /health probe before each
+        read kept a real prefill's gauges at 1 (seen on an H100) until the idle refresh."""
         with self.lock:
             self.snapshot = dict((name, len(items)) for name, items in self.queues.items())
+            if self.mode == 'prefill':
+                self.snapshot['inflight'] += batch
 
     def gauges(self):
         """[(metric name, help, value)] of the four PD queue gauges (the other side's stay 0)."""

@@ -380,6 +380,9 @@ def test_idle_of_a_pd_server_reads_its_pd_queues(capsys, mode, busy, idle):
         server.http.shutdown()
     assert result['idle'] is idle and result['source'] == 'metrics'
     assert result['requests'] == (0 if idle else 2)
+    # A decode's gauges are refreshed by a /health probe before each read; a prefill's are not: SGLang counts the
+    # probe's own request in its inflight queue (a prefill that never reads idle, found on an H100).
+    assert (server.health_probes == 0) is (mode == 'prefill')
 
 
 @pytest.mark.parametrize('health', [200, 503])

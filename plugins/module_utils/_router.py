@@ -119,19 +119,25 @@ def out_of_router(workers, listed, draining):
 
 def drain_refusal(router, workers, listed, draining, max_unavailable):
     """The message refusing to drain ``draining`` (URLs of the batch) from ``router`` when more than
-    ``max_unavailable`` servers of ``workers`` would then be out of it; None when the router can spare them."""
+    ``max_unavailable`` servers of ``workers`` would then be out of it, or in PD mode no healthy prefill or decode;
+    None when the router can spare them or has lost them already."""
     out_now, out_after = out_of_router(workers, listed, draining)
     host_of = dict((url, host) for host, url in worker_url_map(workers).items())
     if pd_mode(workers):
         for kind in PD_TYPES:
-            kept = [url for host, url in worker_url_map(workers).items()
-                    if worker_entry(workers[host])['worker_type'] == kind and url not in out_after]
-            if not kept:
+            of_kind = [url for host, url in worker_url_map(workers).items()
+                       if worker_entry(workers[host])['worker_type'] == kind]
+            healthy_now = [url for url in of_kind if url not in out_now]
+            # A router with no healthy server of the kind already loses nothing: draining one of them is its way back
+            # (decodes whose scheduler died with their prefill, SGLang before 0.5.17).
+            if healthy_now and not [url for url in of_kind if url not in out_after]:
                 return ('draining %s would leave router %s without a healthy %s server (out already: %s): drain '
                         'another server first, or bring the servers that are out back first.'
                         % (', '.join(host_of.get(url, url) for url in dict.fromkeys(draining)), router, kind,
                            ', '.join(host_of.get(url, url) for url in out_now) or 'none'))
-    if max_unavailable is None or len(out_after) <= max_unavailable:
+    # Draining servers that are out already (crashed, or left out by a killed run) takes nothing away: it is how
+    # they come back.
+    if max_unavailable is None or len(out_after) <= max_unavailable or len(out_after) == len(out_now):
         return None
     return ('draining %s would leave %d of %d servers out of router %s (out already: %s); '
             'sglang_router_max_unavailable is %d: use smaller batches (llmops_serial) or bring the servers that are '

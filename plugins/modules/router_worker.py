@@ -20,8 +20,9 @@ description:
     O(port), O(prometheus_host) and O(prometheus_port).
   - Lists the router's workers (C(GET /workers)). A router that does not answer is left alone (RV(answered) false).
   - O(state=absent) refuses, before it changes anything, when the servers the router does not list as healthy and the
-    O(draining) ones would be more than O(max_unavailable); else removes the server's entry and waits until the router
-    no longer lists it.
+    O(draining) ones would be more than O(max_unavailable), or in PD mode when it would take the router's last healthy
+    prefill or decode; else removes the server's entry and waits until the router no longer lists it. Draining servers
+    the router lists as unhealthy already takes nothing away and is never refused (it is how they come back).
   - O(state=present) adds the server when the router does not list it, removes and adds afresh an entry whose circuit
     breaker is open or half-open (a new entry starts closed and gets traffic at once), then waits until the router
     reports it healthy. An entry of the server under the other scheme (C(http://host:port) where O(worker) is

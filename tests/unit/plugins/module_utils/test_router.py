@@ -68,6 +68,8 @@ def test_launch_files_that_differ_in_their_workers_alone():
     (dict(a=True, b=False, c=True), ['a'], 1, True),
     (dict(a=True, c=True), ['a'], 1, True),      # b is not listed: out already
     (dict(b=True, c=True), ['a'], 1, False),     # a already gone (an earlier run): still one out
+    (dict(a=False, b=False, c=True), ['a'], 1, False),  # a and b crashed: draining a (to restart it) takes nothing
+    (dict(a=False, b=False, c=True), ['a', 'c'], 1, True),
 ])
 def test_drain_refusal(healthy, draining, max_unavailable, refused):
     message = _router.drain_refusal('r1', WORKERS, listing(**healthy), [WORKERS[h] for h in draining], max_unavailable)
@@ -287,6 +289,11 @@ def test_drain_refused_where_it_would_leave_no_prefill_or_no_decode():
                        'another server first, or bring the servers that are out back first.')
     message = _router.drain_refusal('r1', PD_WORKERS, pd_listing(p1=True, p2=False, d1=True), ['http://p1:30000'], 5)
     assert 'without a healthy prefill server (out already: p2)' in message
+    # No healthy decode left already (its scheduler died): draining it to restart it takes nothing away.
+    assert _router.drain_refusal('r1', PD_WORKERS, pd_listing(p1=True, p2=True, d1=False), ['http://d1:30000'], 1) is None
+    # Nor does draining two servers that are both out already, whatever sglang_router_max_unavailable says.
+    assert _router.drain_refusal('r1', PD_WORKERS, pd_listing(p1=False, p2=False, d1=True),
+                                 ['http://p1:30000', 'http://p2:30000'], 1) is None
 
 
 def test_register_re_adds_an_entry_of_another_type_or_bootstrap_port():

@@ -453,6 +453,9 @@ def launch_endpoints(text):
     return {}
 
 
+NOT_SERVING = 'not serving'  # wait_idle's source for a decode whose /health generation gets no answer
+
+
 def drain_outcome(idle, host, timeout, fail_on_timeout):
     """``{failed, msg}`` after the drain's wait for ``host`` to go idle (``idle``: the result of wait_for_llm_idle,
     skipped where no router fronts it or in check mode): a server still busy after ``timeout`` seconds fails where
@@ -461,6 +464,9 @@ def drain_outcome(idle, host, timeout, fail_on_timeout):
     idle = idle or {}
     if 'idle' not in idle:
         return dict(failed=False, msg='')
+    if idle.get('source') == NOT_SERVING:
+        return dict(failed=False, msg='WARNING: %s answers no /health generation (%s): its scheduler is gone and none '
+                    'of its requests can finish; stopping it without waiting' % (host, idle.get('health')))
     if idle['idle']:
         return dict(failed=False, msg='%s: idle %s s after it left the router (%s, %s reads)'
                     % (host, idle.get('elapsed'), idle.get('source'), idle.get('reads')))
@@ -479,6 +485,13 @@ def wait_idle(request, timeout, interval, source, request_timeout, clock=time.mo
     probe = _wait.probe_health(request, '/get_load', request_timeout)
     if probe['kind'] == _wait.PROBE_REFUSED:
         return dict(idle=True, requests=0, source='not listening', elapsed=0.0, reads=1, status=None)
+    if mode == 'decode':
+        # A decode whose scheduler died (it got requests for a prefill that went away, SGLang before 0.5.17) keeps
+        # its process and its last gauges: its /health generation gets no answer, and no request of it will finish.
+        health = _wait.probe_health(request, '/health', request_timeout)
+        if health['status'] == 503 or health['kind'] == _wait.PROBE_TIMEOUT:
+            return dict(idle=True, requests=None, source=NOT_SERVING, elapsed=0.0, reads=1, status=probe['status'],
+                        health=_wait.describe_probe(health))
     start, reads = clock(), 0
     while True:
         count, used = _server_api.current_load(request, request_timeout, source, mode)

@@ -43,7 +43,12 @@ description:
     answers under the other scheme is moving to or from TLS in this rollout, and its wait uses the URL it serves now.
     Skipped in check mode. A prefill (O(worker_type=prefill)) is idle once its running, queued,
     bootstrap and inflight requests are 0, a decode once its running, queued, prealloc and transfer requests are 0 (the
-    gauges of C(/metrics), read right after a C(/health) probe, since C(/get_load) does not count the PD queues).
+    gauges of C(/metrics), since C(/get_load) does not count the PD queues; a decode's read right after a C(/health)
+    probe, which refreshes them, a prefill's without, since SGLang counts the probe's own request in its inflight
+    queue until its scheduler's idle refresh, 30 s after its last batch).
+  - A decode whose C(/health) generation gets no answer (HTTP 503, or none within O(request_timeout)) is not waited for
+    (RV(source) V(not serving)) and is stopped with a warning. Its scheduler is gone (before SGLang 0.5.17, a decode
+    that got requests for a prefill that went away), and none of its requests can finish.
 author:
   - llmops.serving contributors (@llmops)
 extends_documentation_fragment:
@@ -287,7 +292,9 @@ requests:
   returned: with O(state=idle), but in check mode
   type: int
 source:
-  description: O(state=idle), where the load was read, V(get_load), V(metrics) or V(not listening).
+  description: O(state=idle), where the load was read, V(get_load), V(metrics) or V(not listening); V(not serving) for a
+    decode whose C(/health) generation got no answer (HTTP 503 or none within O(request_timeout)): its scheduler is gone,
+    none of its requests can finish, and the drain stops waiting.
   returned: with O(state=idle), but in check mode
   type: str
 elapsed:
@@ -528,7 +535,7 @@ def wait_idle(module):
     if status is not None and _server_api.unauthorised(status):
         module.fail_json(msg='%s refused the API key (HTTP %d): set api_key to the key the server requires'
                          % (params['worker'], status))
-    if result['requests'] is None:
+    if result['requests'] is None and result['source'] != _router.NOT_SERVING:
         gauges = _server_api.busy_gauge_names(params['worker_type'])
         module.fail_json(msg='%s answers neither /get_load nor the gauges of /metrics (%s): cannot tell whether it is '
                          'idle; start it with --enable-metrics' % (params['worker'], gauges), changed=False, **result)

@@ -406,3 +406,24 @@ def test_a_prefill_back_in_its_router_checks_every_decode_it_lists(router, capsy
         assert 'prefill a is back in router r1, but decode d1 (%s: HTTP 503) does not pass /health' % decode.url \
             in result['msg']
         assert 'sglang_server_restart=true' in result['msg'] and A in router.urls()
+
+
+@pytest.mark.parametrize('health, waited', [(200, True), (503, False)])
+def test_a_decode_whose_health_generation_fails_is_not_waited_for(capsys, health, waited):
+    # Stale gauges: 2 requests in its transfer queue for ever (its scheduler died with its prefill).
+    server = GaugeServer({'num_running_reqs': 0, 'num_queue_reqs': 0, 'num_decode_prealloc_queue_reqs': 0,
+                          'num_decode_transfer_queue_reqs': 2}, health=health)
+    try:
+        result, dummy = run_main(module.main, capsys, state='idle', server='d1', timeout=0.5, version='0.5.15.post1',
+                                 workers={'d1': {'url': server.url, 'worker_type': 'decode', 'bootstrap_port': None}})
+    finally:
+        server.http.shutdown()
+    assert not result.get('failed')
+    if waited:
+        assert result['source'] == 'metrics' and result['requests'] == 2 and not result['idle']
+        assert 'still had 2 running or queued requests' in result['msg']
+    else:
+        assert result['source'] == 'not serving' and result['reads'] == 1 and server.health_probes == 1
+        assert result['msg'].startswith('WARNING: d1 answers no /health generation (HTTP 503')
+        assert result['msg'].endswith('its scheduler is gone and none of its requests can finish; stopping it without '
+                                      'waiting')

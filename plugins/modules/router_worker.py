@@ -293,8 +293,8 @@ requests:
   type: int
 source:
   description: O(state=idle), where the load was read, V(get_load), V(metrics) or V(not listening); V(not serving) for a
-    decode whose C(/health) generation got no answer (HTTP 503 or none within O(request_timeout)): its scheduler is gone,
-    none of its requests can finish, and the drain stops waiting.
+    decode whose C(/health) generation got no answer (HTTP 503 or none within O(request_timeout)), whose scheduler is
+    gone; none of its requests can finish, and the drain stops waiting.
   returned: with O(state=idle), but in check mode
   type: str
 elapsed:

@@ -43,8 +43,10 @@ _STATE = {}
 
 
 def pd_vars(**overrides):
-    """The router's and servers' variables: one server and GPU each, batches of a prefill and a decode."""
+    """The router's and servers' variables: one server and GPU each, batches of a prefill and a decode. The simulated
+    scheduler refreshes its idle gauges after 3 s, not SGLang's 30: a prefill's drain waits for that refresh."""
     base = router_vars(sglang_server_tp_size=1, sglang_router_max_unavailable=2, llmops_serial=2)
+    base['sglang_server_env'] = dict(base['sglang_server_env'], SGLANG_SIM_IDLE_REFRESH_S='3')
     base.update(overrides)
     return base
 

@@ -119,13 +119,14 @@ class Request:
             return count, self.done and not self.chunks
 
 
-IDLE_REFRESH_S = 30.0  # real seconds, as SGLang's: not scaled by SGLANG_SIM_SPEED
+IDLE_REFRESH_S = 30.0  # real seconds, as SGLang's: not scaled by SGLANG_SIM_SPEED (SGLANG_SIM_IDLE_REFRESH_S sets it)
 
 
 class Engine:
     def __init__(self, speed, draft_tokens, quality, max_running, log, decode_log_interval=40, seed=0,
-                 quality_file=None, adaptive=None):
+                 quality_file=None, adaptive=None, idle_refresh=IDLE_REFRESH_S):
         self.speed = speed
+        self.idle_refresh = idle_refresh
         # --speculative-adaptive (_adaptive.Adaptive): the steps of each verify pass per batch size
         self.adaptive = adaptive
         self.draft_tokens = draft_tokens
@@ -182,10 +183,10 @@ class Engine:
             with self.cond:
                 while not self.waiting and not self.running:
                     idle = time.monotonic() - self._logged
-                    if idle >= IDLE_REFRESH_S:
+                    if idle >= self.idle_refresh:
                         self._set_gauges(0)
                         idle = 0.0
-                    self.cond.wait(max(0.05, IDLE_REFRESH_S - idle))
+                    self.cond.wait(max(0.05, self.idle_refresh - idle))
                 room = self.max_running - len(self.running)
                 new, self.waiting = self.waiting[:room], self.waiting[room:]
             if new:

@@ -22,7 +22,7 @@ import warnings
 import nvsim
 from sglang import __version__
 from sglang import _adaptive, _args, _dist, _drafter, _flags, _http, _pd, _weights
-from sglang._engine import Engine
+from sglang._engine import IDLE_REFRESH_S, Engine
 
 PHASES = ('imports', 'load', 'graphs', 'warmup')
 DEFAULT_PHASES = {'imports': 2.0, 'load': 3.0, 'graphs': 2.0, 'warmup': 4.0}
@@ -61,6 +61,7 @@ class Config:
     def __init__(self, environ):
         self.version = environ.get('SGLANG_SIM_VERSION') or '0.5.15.post1'
         self.speed = float(environ.get('SGLANG_SIM_SPEED') or 1.0)
+        self.idle_refresh = float(environ.get('SGLANG_SIM_IDLE_REFRESH_S') or IDLE_REFRESH_S)
         self.phases = dict(DEFAULT_PHASES)
         for item in (environ.get('SGLANG_SIM_PHASES') or '').split(','):
             if '=' in item:
@@ -451,7 +452,8 @@ class Server(_http.Counters):
         a, log = self.args, self.log
         multi_rank = a['nnodes'] > 1 and a['node_rank'] >= 1
         self.engine = Engine(self.config.speed, self.draft_tokens, self.quality(), a['max_running_requests'] or 4096, log,
-                             a['decode_log_interval'], a['random_seed'], self.config.quality_file, self.adaptive)
+                             a['decode_log_interval'], a['random_seed'], self.config.quality_file, self.adaptive,
+                             self.config.idle_refresh)
         if self.pd is not None:
             self.engine.on_gauges = self.pd.refresh_gauges
             try:

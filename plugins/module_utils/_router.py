@@ -492,14 +492,6 @@ def wait_idle(request, timeout, interval, source, request_timeout, clock=time.mo
         if health['status'] == 503 or health['kind'] == _wait.PROBE_TIMEOUT:
             return dict(idle=True, requests=None, source=NOT_SERVING, elapsed=0.0, reads=1, status=probe['status'],
                         health=_wait.describe_probe(health))
-    start, reads = clock(), 0
-    while True:
-        count, used = _server_api.current_load(request, request_timeout, source, mode)
-        reads += 1
-        if used == 'get_load' and source == 'auto' and count is not None:
-            source = 'get_load'
-        elapsed = clock() - start
-        if count == 0 or elapsed >= timeout:
-            return dict(idle=count == 0, requests=count, source=used, elapsed=round(elapsed, 2), reads=reads,
-                        status=probe['status'])
-        sleep(max(0.0, min(interval, timeout - elapsed)))
+    result = _server_api.wait_until_idle(request, timeout, interval, source, request_timeout, clock, sleep, mode)
+    result['status'] = probe['status']
+    return result

@@ -367,6 +367,23 @@ def current_load(request, timeout, source='auto', mode=None):
     return int(sum(values)), 'metrics'
 
 
+def wait_until_idle(request, timeout, interval, source, request_timeout, clock=time.monotonic, sleep=time.sleep,
+                    mode=None):
+    """``{idle, requests, source, elapsed, reads}`` once ``current_load`` reads 0 requests or ``timeout`` seconds have
+    passed (a prefill or decode, ``mode``, with its PD queues): the wait of the drain gate and of module
+    wait_for_llm_idle. A ``source`` of ``auto`` that finds /get_load routed keeps to it."""
+    start, reads = clock(), 0
+    while True:
+        count, used = current_load(request, request_timeout, source, mode)
+        reads += 1
+        if used == 'get_load' and source == 'auto' and count is not None:
+            source = 'get_load'
+        elapsed = clock() - start
+        if count == 0 or elapsed >= timeout:
+            return dict(idle=count == 0, requests=count, source=used, elapsed=round(elapsed, 2), reads=reads)
+        sleep(max(0.0, min(interval, timeout - elapsed)))
+
+
 # Counter totals reported as deltas over a run, for cross-checking the client's counts.
 SERVER_COUNTERS = {
     'generation_tokens': ('sglang:generation_tokens_total', 'vllm:generation_tokens_total'),

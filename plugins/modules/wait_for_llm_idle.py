@@ -109,7 +109,6 @@ reads:
   sample: 2
 """
 
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import _server_api, _wait
@@ -122,22 +121,6 @@ ARGUMENT_SPEC = dict(
     version=dict(type='str'),
     disaggregation_mode=dict(type='str', choices=['prefill', 'decode']),
 )
-
-
-def wait_idle(request, timeout, interval, source, request_timeout, clock=time.monotonic, sleep=time.sleep, mode=None):
-    """``{idle, requests, source, elapsed, reads}`` once the server is idle or ``timeout`` has passed (a prefill or
-    decode, ``mode``, with its PD queues)."""
-    start = clock()
-    reads = 0
-    while True:
-        count, used = _server_api.current_load(request, request_timeout, source, mode)
-        reads += 1
-        if used == 'get_load' and source == 'auto' and count is not None:
-            source = 'get_load'  # the route answers: no need to probe it again
-        elapsed = clock() - start
-        if count == 0 or elapsed >= timeout:
-            return dict(idle=count == 0, requests=count, source=used, elapsed=round(elapsed, 2), reads=reads)
-        sleep(max(0.0, min(interval, timeout - elapsed)))
 
 
 def first_status(request, timeout):
@@ -158,8 +141,8 @@ def main():
         module.fail_json(msg='%s refused the API key (HTTP %d): set api_key to the key the server requires'
                          % (params['url'], status))
     source = _server_api.load_source(params['source'], params['version'])
-    result = wait_idle(request, params['timeout'], params['interval'], source, params['request_timeout'],
-                       mode=params['disaggregation_mode'])
+    result = _server_api.wait_until_idle(request, params['timeout'], params['interval'], source, params['request_timeout'],
+                                         mode=params['disaggregation_mode'])
     if result['requests'] is None:
         module.fail_json(msg='%s answers neither /get_load nor the gauges of /metrics (%s): cannot tell whether it is '
                          'idle; start it with --enable-metrics'

@@ -290,10 +290,11 @@ def test_drain_refused_where_it_would_leave_no_prefill_or_no_decode():
     message = _router.drain_refusal('r1', PD_WORKERS, pd_listing(p1=True, p2=False, d1=True), ['http://p1:30000'], 5)
     assert 'without a healthy prefill server (out already: p2)' in message
     # No healthy decode left already (its scheduler died): draining it to restart it takes nothing away.
-    assert _router.drain_refusal('r1', PD_WORKERS, pd_listing(p1=True, p2=True, d1=False), ['http://d1:30000'], 1) is None
+    assert _router.drain_refusal('r1', PD_WORKERS, pd_listing(p1=True, p2=True, d1=False),
+                                 [PD_WORKERS['d1']['url']], 1) is None
     # Nor does draining two servers that are both out already, whatever sglang_router_max_unavailable says.
     assert _router.drain_refusal('r1', PD_WORKERS, pd_listing(p1=False, p2=False, d1=True),
-                                 ['http://p1:30000', 'http://p2:30000'], 1) is None
+                                 [PD_WORKERS['p1']['url'], PD_WORKERS['p2']['url']], 1) is None
 
 
 def test_register_re_adds_an_entry_of_another_type_or_bootstrap_port():

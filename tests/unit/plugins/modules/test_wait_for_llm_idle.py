@@ -8,7 +8,6 @@ import json
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import _server_api as server_api
-from ansible_collections.llmops.serving.plugins.modules.wait_for_llm_idle import wait_idle
 from ansible_collections.llmops.serving.tests.releases import releases
 
 
@@ -71,7 +70,7 @@ class Clock:
 
 def test_get_load_is_read_until_it_is_zero():
     server, clock = FakeServer(loads=[3, 1, 0]), Clock()
-    result = wait_idle(server, 300, 0.5, 'get_load', 5, clock=clock, sleep=clock.sleep)
+    result = server_api.wait_until_idle(server, 300, 0.5, 'get_load', 5, clock=clock, sleep=clock.sleep)
     assert result == dict(idle=True, requests=0, source='get_load', elapsed=1.0, reads=3)
     assert '/metrics' not in server.calls
 
@@ -79,14 +78,14 @@ def test_get_load_is_read_until_it_is_zero():
 def test_where_get_load_is_not_routed_the_gauges_are_read_after_a_health_probe():
     # stale gauges (2 running, as last logged) would hold the gate; the probe refreshes them
     server, clock = FakeServer(loads=[]), Clock()
-    result = wait_idle(server, 300, 0.5, 'auto', 5, clock=clock, sleep=clock.sleep)
+    result = server_api.wait_until_idle(server, 300, 0.5, 'auto', 5, clock=clock, sleep=clock.sleep)
     assert result['idle'] and result['source'] == 'metrics' and result['reads'] == 1
     assert server.calls == ['/get_load', '/health', '/metrics']
 
 
 def test_a_server_still_busy_at_the_timeout_is_reported_not_failed():
     server, clock = FakeServer(loads=[], refreshed=(1, 2)), Clock()
-    result = wait_idle(server, 3, 0.5, 'metrics', 5, clock=clock, sleep=clock.sleep)
+    result = server_api.wait_until_idle(server, 3, 0.5, 'metrics', 5, clock=clock, sleep=clock.sleep)
     assert result == dict(idle=False, requests=3, source='metrics', elapsed=3.0, reads=7)
 
 
@@ -128,7 +127,7 @@ def test_a_prefill_or_decode_is_idle_once_its_pd_queues_are_empty(mode, busy, id
                                          'num_decode_prealloc_queue_reqs', 'num_decode_transfer_queue_reqs'))
     gauges[busy] = 1
     server, clock = PDServer(gauges), Clock()
-    result = wait_idle(server, 1, 0.5, 'get_load', 5, clock=clock, sleep=clock.sleep, mode=mode)
+    result = server_api.wait_until_idle(server, 1, 0.5, 'get_load', 5, clock=clock, sleep=clock.sleep, mode=mode)
     assert result['idle'] is idle and result['source'] == ('metrics' if mode else 'get_load')
 
 
@@ -136,5 +135,5 @@ def test_a_prefill_or_decode_is_idle_once_its_pd_queues_are_empty(mode, busy, id
 def test_a_prefill_of_an_older_release_is_read_from_its_prealloc_named_bootstrap_gauge(queued, idle):
     # Older SGLang names the prefill's bootstrap queue num_prefill_prealloc_queue_reqs; 0.5.15.post1 renamed it.
     server, clock = PDServer({'num_prefill_prealloc_queue_reqs': queued, 'num_prefill_inflight_queue_reqs': 0}), Clock()
-    result = wait_idle(server, 1, 0.5, 'get_load', 5, clock=clock, sleep=clock.sleep, mode='prefill')
+    result = server_api.wait_until_idle(server, 1, 0.5, 'get_load', 5, clock=clock, sleep=clock.sleep, mode='prefill')
     assert result['idle'] is idle and result['source'] == 'metrics'

@@ -102,16 +102,28 @@ def _fixed_ranked(results, level, speculative_only=False):
     return sorted(out, key=lambda item: -item[2])
 
 
+def tier_keys(levels):
+    """The batch size each level's slot starts at: the first level, then one above the geometric
+    midpoint to the level below (levels 1 and 32: slots 1 and 6)."""
+    return [level if index == 0 else int(math.sqrt(levels[index - 1] * level)) + 1
+            for index, level in enumerate(levels)]
+
+
 def sweep_adaptive_tiers(results, concurrency, version=None):
     """The ``--speculative-adaptive-config`` tier table built from the best fixed candidate
     (baseline or a depth; adaptive candidates are left out) per concurrency level: one slot per
-    level, keyed by the level (a slot serves the batch sizes from its key up to the next one;
-    smaller batches go to the first), holding the one candidate step of that level's best
+    level, holding the one candidate step of that level's best
     (depth D: steps D - 1; the baseline: steps 0, no drafting). Returns ``{'candidate',
     'config', 'tiers', 'picked', 'why'}``: ``candidate`` (``{name: 'adaptive tiers', depth,
     adaptive: true, tiers}``, the depth being where it starts: the steps of the lowest level
     that drafts, + 1) and ``config`` (the file's content) are None when no table is worth
-    measuring, and ``why`` says why."""
+    measuring, and ``why`` says why.
+
+    SGLang routes a batch to the slot with the largest key not above it (smaller batches to the
+    first). Keying a slot by its level would send a level's own ramp and tail (every batch not yet
+    or no longer full) to the level below, so each slot after the first is keyed at the geometric
+    midpoint to the level below (``tier_keys``): a batch size between two levels goes to the
+    nearer one on a log scale."""
     results = [cand for cand in results or [] if cand.get('name') != TIERS_NAME]
     version = version or sweep_engine_version(results)
     out = {'candidate': None, 'config': None, 'tiers': None, 'picked': None, 'why': None}
@@ -141,15 +153,16 @@ def sweep_adaptive_tiers(results, concurrency, version=None):
         picked[str(level)] = name
         tiers[level] = 0 if depth is None else int(depth) - 1
     out['picked'] = picked
-    out['tiers'] = {str(level): [steps] for level, steps in sorted(tiers.items())}
-    drafting = [steps for _level, steps in sorted(tiers.items()) if steps > 0]
+    tiers = dict(zip(tier_keys(sorted(tiers)), (steps for _level, steps in sorted(tiers.items()))))
+    out['tiers'] = {str(key): [steps] for key, steps in sorted(tiers.items())}
+    drafting = [steps for _key, steps in sorted(tiers.items()) if steps > 0]
     if not drafting:
         out['why'] = 'the baseline was fastest at every concurrency level: no speculative decoding to tier'
     elif len(set(tiers.values())) == 1:
         out['why'] = ('%s was fastest at every concurrency level: a tier table would run just that, already '
                       'measured' % picked[str(sorted(tiers)[0])])
     else:
-        out['config'] = {str(level): {'candidate_steps': [steps]} for level, steps in sorted(tiers.items())}
+        out['config'] = {str(key): {'candidate_steps': [steps]} for key, steps in sorted(tiers.items())}
         out['candidate'] = {'name': TIERS_NAME, 'depth': drafting[0] + 1, 'adaptive': True,
                             'tiers': out['tiers']}
         out['why'] = '; '.join(['per concurrency level the fastest of %s' % ', '.join(

@@ -9,7 +9,7 @@ a report that agrees with results.json, show its progress in task names, say SIM
 in the report, results.json and chart, and leave the server running depth 10. A second,
 short sweep without apply_best puts the server back on its deployed depth (16, the local
 inventory's). A third one over depths 16 and 5 at concurrency 1 and 32, where the model makes
-depth 16 fastest alone and depth 5 at 32, builds the adaptive tier table {1: [15], 32: [4]},
+depth 16 fastest alone and depth 5 at 32, builds the adaptive tier table {1: [15], 6: [4]},
 measures it (the simulator drafts per batch-size tier) and rolls it out.
 
 Real vLLM CPU engine (tests/engines, marker ``engine``): the module's token counts equal
@@ -224,12 +224,12 @@ def check_tier_table_from_the_best_per_load_is_rolled_out(run_playbook, extra):
     results = json.loads((folder / 'results.json').read_text())
     tiers = results['adaptive_tiers']
     assert tiers['picked'] == {'1': 'depth 16', '32': 'depth 5'}
-    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [4]}}
+    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '6': {'candidate_steps': [4]}}
     assert json.loads(Path(tiers['file']).read_text()) == tiers['config']
     by_name = {c['name']: c for c in results['candidates']}
     assert list(by_name) == ['depth 16', 'depth 5', 'adaptive tiers']
     table = by_name['adaptive tiers']
-    assert table['error'] is None and table['label'] == 'adaptive {1:[15], 32:[4]}'
+    assert table['error'] is None and table['label'] == 'adaptive {1:[15], 6:[4]}'
     assert table['command'][table['command'].index('--speculative-adaptive-config') + 1] == tiers['file']
     # The server drafted per tier: alone as depth 16, at 32 as depth 5 (E(16) = 7.49, E(5) = 4.36).
     accept = {run['concurrency']: run['accept_length'] for run in table['runs']}
@@ -237,7 +237,7 @@ def check_tier_table_from_the_best_per_load_is_rolled_out(run_playbook, extra):
     # Fastest of the three by the geometric mean, rolled out and checked against what the server runs.
     assert results['best']['name'] == 'adaptive tiers' and results['applied'] == 'adaptive tiers'
     assert 'TASK [llmops.serving.spec_sweep : Verify the rolled-out configuration]' in result.stdout
-    assert 'serves adaptive {1:[15], 32:[4]}' in result.stdout
+    assert 'serves adaptive {1:[15], 6:[4]}' in result.stdout
     url = 'http://127.0.0.1:%d/server_info' % extra['sglang_server_port']
     with urllib.request.urlopen(url, timeout=10) as resp:
         info = json.loads(resp.read())

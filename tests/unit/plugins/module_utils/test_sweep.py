@@ -358,15 +358,17 @@ def test_tier_table_runs_the_best_depth_of_each_load():
     tiers = _sweep.sweep_adaptive_tiers(simulator_sweep(), [1, 32])
     # The adaptive candidate, fastest everywhere, is no tier: a tier holds a depth's steps.
     assert tiers['picked'] == {'1': 'depth 16', '32': 'depth 5'}
-    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [4]}}
+    # Level 32's slot starts above the geometric midpoint of 1 and 32 (5.66), so the ramp and the tail
+    # of a run at 32 draft as depth 5 too.
+    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '6': {'candidate_steps': [4]}}
     assert tiers['candidate'] == {'name': 'adaptive tiers', 'depth': 16, 'adaptive': True,
-                                  'tiers': {'1': [15], '32': [4]}}
+                                  'tiers': {'1': [15], '6': [4]}}
     assert tiers['why'] == 'per concurrency level the fastest of 1: depth 16, 32: depth 5'
 
 
 def test_tier_table_is_read_as_sglang_reads_it():
     """The table as the release's own loader and slot routing read it (the 0.5.15.post1 source, as
-    tests/sim/sglang/_adaptive.py models it): batch 1-31 drafts 15 steps, 32 and more 4."""
+    tests/sim/sglang/_adaptive.py models it): batch 1-5 drafts 15 steps, 6 and more 4."""
     import importlib
     import json
     import os
@@ -383,25 +385,31 @@ def test_tier_table_is_read_as_sglang_reads_it():
         json.dump(tiers['config'], handle)
         handle.flush()
         slots = adaptive.Adaptive('0.5.15.post1', tiers['candidate']['depth'] - 1, handle.name)
-    assert [slots.steps(batch) for batch in (1, 8, 31, 32, 48)] == [15, 15, 15, 4, 4]
+    assert [slots.steps(batch) for batch in (1, 5, 6, 31, 32, 48)] == [15, 15, 4, 4, 4, 4]
 
 
 def test_tier_table_turns_drafting_off_where_the_baseline_wins():
     results = simulator_sweep()
     results[0]['runs'][1] = measured(32, 7000.0, 7100.0, 7200.0)  # the baseline now fastest at 32
     tiers = _sweep.sweep_adaptive_tiers(results, [1, 32])
-    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [0]}}
+    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '6': {'candidate_steps': [0]}}
     assert tiers['candidate']['depth'] == 16
     # 0.5.13 takes no steps 0 in a tier: the fastest depth there instead.
     tiers = _sweep.sweep_adaptive_tiers(with_version(results, '0.5.13.post1'), [1, 32])
-    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '32': {'candidate_steps': [4]}}
+    assert tiers['config'] == {'1': {'candidate_steps': [15]}, '6': {'candidate_steps': [4]}}
     assert 'SGLang 0.5.13.post1 takes no steps 0 in a tier' in tiers['why']
     # With the baseline fastest at 1 the table starts at the first level that drafts.
     results[0]['runs'][0] = measured(1, 500.0, 510.0, 520.0)
     results[0]['runs'][1] = measured(32, 2000.0, 2025.0, 2050.0)
     tiers = _sweep.sweep_adaptive_tiers(with_version(results), [1, 32])
-    assert tiers['config'] == {'1': {'candidate_steps': [0]}, '32': {'candidate_steps': [4]}}
+    assert tiers['config'] == {'1': {'candidate_steps': [0]}, '6': {'candidate_steps': [4]}}
     assert tiers['candidate']['depth'] == 5
+
+
+def test_tier_keys_start_above_the_geometric_midpoint_to_the_level_below():
+    assert _sweep.tier_keys([1, 32]) == [1, 6]
+    assert _sweep.tier_keys([1, 2, 8, 64]) == [1, 2, 5, 23]
+    assert _sweep.tier_keys([4, 5]) == [4, 5]
 
 
 @pytest.mark.parametrize('change, levels, why', [

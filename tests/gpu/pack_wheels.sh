@@ -18,7 +18,10 @@ list=${1:-tests/gpu/wheels-sglang-0.5.15.post1.txt}
 dl=.whl/$(basename "$list" .txt)
 pd_list=${PD_LIST:-}
 if [ -n "$pd_list" ]; then dl="$dl+$(basename "$pd_list" .txt)"; fi
-part_mib=${PART_MIB:-54}
+# A device call carries the working tree (tracked and untracked-not-ignored files) and one part, 64 MiB
+# in all: the parts take what the tree leaves, less 2 MiB (the tree grows with every result bundle).
+tree_mib=$(git ls-files -z --cached --others --exclude-standard | du -c --files0-from=- -m 2>/dev/null | tail -1 | cut -f1)
+part_mib=${PART_MIB:-$((64 - tree_mib - 2))}
 mkdir -p "$dl"
 platforms=()
 for p in manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_24_x86_64 manylinux_2_27_x86_64 \

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -106,28 +109,37 @@ def test_systemd_unit_on_nspawn_host(fleet, run_playbook):
     assert fleet.ssh('sd1', 'systemctl is-active llmops-fleet-test', check=False).stdout.strip() == 'inactive'
 
 
+@pytest.fixture
+def fleet_dir():
+    """A fleet's --dir short enough for its SSH control sockets under it (a Unix socket's path has at
+    most 107 bytes; pytest-xdist's tmp_path is too long)."""
+    directory = tempfile.mkdtemp(prefix='llf-', dir='/tmp')
+    yield pathlib.Path(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def _fleet_cli(directory, *extra):
     return [sys.executable, FLEET_PY, 'up', '--hosts', '1', '--dir', str(directory)] + list(extra)
 
 
-def test_second_fleet_up_down_leaves_nothing(fleet, tmp_path):
+def test_second_fleet_up_down_leaves_nothing(fleet, fleet_dir):
     """A second fleet beside the session's: own subnet, works, and `down` removes all of it."""
-    up = subprocess.run(_fleet_cli(tmp_path), capture_output=True, text=True, timeout=120, check=False)
+    up = subprocess.run(_fleet_cli(fleet_dir), capture_output=True, text=True, timeout=120, check=False)
     assert up.returncode == 0, up.stderr
-    second = fleet_lib.Fleet(tmp_path)
+    second = fleet_lib.Fleet(fleet_dir)
     assert second.id != fleet.id and second.state['subnet'] != fleet.state['subnet']
     assert second.ssh('ns1', 'hostname').stdout.strip() == 'ns1'
-    down = subprocess.run([sys.executable, FLEET_PY, 'down', '--dir', str(tmp_path)], capture_output=True,
+    down = subprocess.run([sys.executable, FLEET_PY, 'down', '--dir', str(fleet_dir)], capture_output=True,
                           text=True, timeout=120, check=False)
     assert down.returncode == 0, down.stderr
-    assert fleet_lib.leftovers(second.id, tmp_path) == []
-    assert not (tmp_path / 'fleet.json').exists()
+    assert fleet_lib.leftovers(second.id, fleet_dir) == []
+    assert not (fleet_dir / 'fleet.json').exists()
     # The session's fleet is untouched.
     assert fleet.ssh('ns1', 'hostname').stdout.strip() == 'ns1'
 
 
-def test_foreground_fleet_tears_down_on_sigterm(tmp_path):
-    proc = subprocess.Popen(_fleet_cli(tmp_path, '--foreground'), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+def test_foreground_fleet_tears_down_on_sigterm(fleet_dir):
+    proc = subprocess.Popen(_fleet_cli(fleet_dir, '--foreground'), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
         lines = []
@@ -140,23 +152,23 @@ def test_foreground_fleet_tears_down_on_sigterm(tmp_path):
         assert fleet_lib.leftovers(match.group(1))  # it is running
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
-        assert fleet_lib.leftovers(match.group(1), tmp_path) == []
+        assert fleet_lib.leftovers(match.group(1), fleet_dir) == []
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
 
-def test_killed_owner_leaves_no_processes(tmp_path):
+def test_killed_owner_leaves_no_processes(fleet_dir):
     """die_with_parent: when the process that started a fleet is SIGKILLed, its hosts die too
     (namespace hosts at once, the systemd host by an orderly poweroff); ``down`` removes the rest."""
     code = ('import sys; sys.path.insert(0, %r); import fleet; '
             'fleet.Fleet(%r).up(ns_hosts=1, nspawn=True, die_with_parent=True); '
-            'print("up", flush=True); sys.stdin.read()' % (os.path.dirname(FLEET_PY), str(tmp_path)))
+            'print("up", flush=True); sys.stdin.read()' % (os.path.dirname(FLEET_PY), str(fleet_dir)))
     owner = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert owner.stdout.readline() == 'up\n'
-        orphaned = fleet_lib.Fleet(tmp_path)
+        orphaned = fleet_lib.Fleet(fleet_dir)
         assert orphaned.processes()
     finally:
         owner.kill()
@@ -168,18 +180,18 @@ def test_killed_owner_leaves_no_processes(tmp_path):
     fleet_id = orphaned.id
     assert fleet_lib.leftovers(fleet_id)  # namespaces and mounts wait for down
     orphaned.down()
-    assert fleet_lib.leftovers(fleet_id, tmp_path) == []
+    assert fleet_lib.leftovers(fleet_id, fleet_dir) == []
 
 
-def test_failed_up_tears_down(tmp_path, monkeypatch):
+def test_failed_up_tears_down(fleet_dir, monkeypatch):
     """A host that cannot start makes ``up`` fail with its log, after removing everything."""
     monkeypatch.setattr(fleet_lib, 'SSHD', '/bin/false')
     monkeypatch.setattr(fleet_lib.secrets, 'token_hex', lambda n: 'fa11')
-    broken = fleet_lib.Fleet(tmp_path)
+    broken = fleet_lib.Fleet(fleet_dir)
     with pytest.raises(fleet_lib.FleetError, match='host ns1 exited during start-up'):
         broken.up(ns_hosts=1)
-    assert fleet_lib.leftovers('fa11', tmp_path) == []
-    assert broken.id is None and not (tmp_path / 'fleet.json').exists()
+    assert fleet_lib.leftovers('fa11', fleet_dir) == []
+    assert broken.id is None and not (fleet_dir / 'fleet.json').exists()
 
 
 def test_checkout_visible_on_every_host(fleet):

@@ -13,7 +13,8 @@ from test_deploy import SIM, deploy_vars
 PORT = 31200
 
 
-def test_a_foreign_server_on_the_port_fails_the_deploy_naming_it(fleet, run_playbook, prepare_simulator):
+def test_a_foreign_server_on_the_port_fails_the_deploy_naming_it(clean_fleet, run_playbook, prepare_simulator):
+    fleet = clean_fleet  # ns3 without another test's server: the foreign one must be the only one
     extra = deploy_vars(sglang_server_name='fx', sglang_server_port=PORT, sglang_server_api_key='',
                         llmops_rollback=False)
     prepare_simulator(limit='ns3', extra_vars=extra)

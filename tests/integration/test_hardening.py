@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from test_deploy import ROOT, deploy_vars
+from test_deploy import ROOT, SIM, deploy_vars
 
 NAME = 'hard'  # sd1 is not reset between tests: a unit and files of its own
 UNIT = 'llmops-sglang-%s.service' % NAME
@@ -96,7 +96,7 @@ def two_servers(clean_fleet, run_playbook, prepare_simulator):
 def test_two_tp4_servers_share_a_host_and_bad_settings_fail_before_anything_stops(two_servers):
     fleet, deploy = two_servers
     holders = json.loads(fleet.ssh('ns2', 'NVSIM_STATE_DIR=/run/llmops-nvsim /usr/bin/python3 '
-                                          '/work/main/tests/sim/nvsim.py status').stdout)['holders']
+                                          '%s/nvsim.py status' % SIM).stdout)['holders']
     used = sorted(int(gpu) for holder in holders for gpu in holder['mib'])
     assert used == list(range(8)), holders
     pids = {name: main_pid(fleet, 'ns2', name) for name in ('left', 'right')}

@@ -104,10 +104,9 @@ check_galaxy_importer() {
 SLOW_STAGE_PYTEST=(python -m pytest -v -p no:cacheprovider --durations=15 --durations-min=20)
 
 # Some deploy tests serve the real vLLM CPU engine through the role, the guard's test runs the real
-# ansible-rulebook: install them first.
-# Two workers, a test file each at a time (the tests of one file share its fixtures), each worker in a
-# mount namespace of its own (tests/integration/worker-python). Most of a test's time is spent waiting
-# for servers, routers and hosts, so two run in little more time than one.
+# ansible-rulebook: install them first. Then two workers, a test file each at a time (the tests of one
+# file share its fixtures), each in a mount namespace of its own (tests/integration/worker-python): most
+# of a test's time is spent waiting for servers, routers and hosts, so two run in little more than one.
 stage_integration() {
   tests/engines/install_vllm.sh && tests/integration/install_rulebook.sh &&
     "${SLOW_STAGE_PYTEST[@]}" --dist loadfile --tx "2*popen//python=$ROOT/tests/integration/worker-python" \

@@ -153,7 +153,8 @@ def sweep_adaptive_tiers(results, concurrency, version=None):
         picked[str(level)] = name
         tiers[level] = 0 if depth is None else int(depth) - 1
     out['picked'] = picked
-    tiers = dict(zip(tier_keys(sorted(tiers)), (steps for _level, steps in sorted(tiers.items()))))
+    levels = sorted(tiers)
+    tiers = dict(zip(tier_keys(levels), (tiers[level] for level in levels)))  # keyed by the slot's first batch size
     out['tiers'] = {str(key): [steps] for key, steps in sorted(tiers.items())}
     drafting = [steps for _key, steps in sorted(tiers.items()) if steps > 0]
     if not drafting:

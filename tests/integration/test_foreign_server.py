@@ -14,18 +14,18 @@ PORT = 31200
 
 
 def test_a_foreign_server_on_the_port_fails_the_deploy_naming_it(clean_fleet, run_playbook, prepare_simulator):
-    fleet = clean_fleet  # ns3 without another test's server: the foreign one must be the only one
+    # clean_fleet: no server of another test on ns3, the foreign one must be the only one
     extra = deploy_vars(sglang_server_name='fx', sglang_server_port=PORT, sglang_server_api_key='',
                         llmops_rollback=False)
     prepare_simulator(limit='ns3', extra_vars=extra)
-    foreign = fleet.ssh('ns3', 'mkdir -p /tmp/foreign-nvsim; NVSIM_STATE_DIR=/tmp/foreign-nvsim /usr/bin/python3 '
+    foreign = clean_fleet.ssh('ns3', 'mkdir -p /tmp/foreign-nvsim; NVSIM_STATE_DIR=/tmp/foreign-nvsim /usr/bin/python3 '
                                '%s/nvsim.py init --count 8 >/dev/null 2>&1; cd /; PYTHONPATH=%s '
                                'NVSIM_STATE_DIR=/tmp/foreign-nvsim SGLANG_SIM_SPEED=0.05 setsid /usr/bin/python3 -m '
                                'sglang.launch_server --model-path /srv/llmops/checkpoints/target --port %d '
                                '>/tmp/foreign.log 2>&1 </dev/null & echo $!' % (SIM, SIM, PORT)).stdout.strip()
     try:
         # The foreign server answers before the deploy starts.
-        fleet.ssh('ns3', 'for i in $(seq 600); do /usr/bin/python3 -c \'import urllib.request; '
+        clean_fleet.ssh('ns3', 'for i in $(seq 600); do /usr/bin/python3 -c \'import urllib.request; '
                          'urllib.request.urlopen("http://127.0.0.1:%d/health", timeout=2)\' 2>/dev/null && exit 0; '
                          'sleep 0.1; done; exit 1' % PORT, timeout=90)
         result = run_playbook('playbooks/deploy.yml', limit='ns3', extra_vars=extra)
@@ -36,5 +36,5 @@ def test_a_foreign_server_on_the_port_fails_the_deploy_naming_it(clean_fleet, ru
         # bind failure is seen first: both name the cause.
         assert ('held by PID %s' % foreign in text) or ('address already in use' in text), result.stdout[-4000:]
     finally:
-        fleet.ssh('ns3', 'kill %s; pkill -f "[-]-port %d" || true' % (foreign, PORT), check=False)
+        clean_fleet.ssh('ns3', 'kill %s; pkill -f "[-]-port %d" || true' % (foreign, PORT), check=False)
         run_playbook('playbooks/stop.yml', limit='ns3', expect_rc=0, extra_vars=extra)

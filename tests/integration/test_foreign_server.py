@@ -19,15 +19,15 @@ def test_a_foreign_server_on_the_port_fails_the_deploy_naming_it(clean_fleet, ru
                         llmops_rollback=False)
     prepare_simulator(limit='ns3', extra_vars=extra)
     foreign = clean_fleet.ssh('ns3', 'mkdir -p /tmp/foreign-nvsim; NVSIM_STATE_DIR=/tmp/foreign-nvsim /usr/bin/python3 '
-                               '%s/nvsim.py init --count 8 >/dev/null 2>&1; cd /; PYTHONPATH=%s '
-                               'NVSIM_STATE_DIR=/tmp/foreign-nvsim SGLANG_SIM_SPEED=0.05 setsid /usr/bin/python3 -m '
-                               'sglang.launch_server --model-path /srv/llmops/checkpoints/target --port %d '
-                               '>/tmp/foreign.log 2>&1 </dev/null & echo $!' % (SIM, SIM, PORT)).stdout.strip()
+                                     '%s/nvsim.py init --count 8 >/dev/null 2>&1; cd /; PYTHONPATH=%s '
+                                     'NVSIM_STATE_DIR=/tmp/foreign-nvsim SGLANG_SIM_SPEED=0.05 setsid /usr/bin/python3 -m '
+                                     'sglang.launch_server --model-path /srv/llmops/checkpoints/target --port %d '
+                                     '>/tmp/foreign.log 2>&1 </dev/null & echo $!' % (SIM, SIM, PORT)).stdout.strip()
     try:
         # The foreign server answers before the deploy starts.
         clean_fleet.ssh('ns3', 'for i in $(seq 600); do /usr/bin/python3 -c \'import urllib.request; '
-                         'urllib.request.urlopen("http://127.0.0.1:%d/health", timeout=2)\' 2>/dev/null && exit 0; '
-                         'sleep 0.1; done; exit 1' % PORT, timeout=90)
+                               'urllib.request.urlopen("http://127.0.0.1:%d/health", timeout=2)\' 2>/dev/null && exit 0; '
+                               'sleep 0.1; done; exit 1' % PORT, timeout=90)
         result = run_playbook('playbooks/deploy.yml', limit='ns3', extra_vars=extra)
         text = ' '.join(result.stdout.split())
         assert result.rc != 0 and result.recap['ns3']['failed'] == 1, result.stdout[-4000:]
